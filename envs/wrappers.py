@@ -1,0 +1,136 @@
+"""Wrappers that keep the gymnax 1.0 contract and add what the trainer needs.
+
+Every wrapper has the same ``reset(key, params) -> (obs, state)`` and
+``step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)``
+signatures as the environment it wraps, so they compose in any order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment
+
+
+class Wrapper:
+    """Base wrapper: forwards everything it does not override to the wrapped env."""
+
+    def __init__(self, env: environment.Environment | Wrapper):
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes the wrapper itself lacks (spaces, name, default_params).
+        return getattr(self._env, name)
+
+    @property
+    def unwrapped(self) -> environment.Environment:
+        """The innermost gymnax environment."""
+        return getattr(self._env, "unwrapped", self._env)
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
+        """Reset the wrapped env."""
+        return self._env.reset(key, params)
+
+    def step(self, key: jax.Array, state: Any, action: Any, params: Any):
+        """Step the wrapped env."""
+        return self._env.step(key, state, action, params)
+
+
+class EpisodeStatsState(struct.PyTreeNode):
+    """State of :class:`EpisodeStatistics`; every field is per env instance."""
+
+    env_state: Any
+    episode_return: jax.Array  # () float32, running return of the current episode
+    episode_length: jax.Array  # () int32, steps taken in the current episode
+
+
+class EpisodeStatistics(Wrapper):
+    """Tracks return and length of each episode in the state, not in Python.
+
+    Adds to ``info``:
+      ``episode_done``: () bool, an episode ended on this step (terminated or truncated);
+      ``episode_return``: () float32, its undiscounted return (valid where ``episode_done``);
+      ``episode_length``: () int32, its length in agent steps (valid where ``episode_done``).
+    """
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[Any, EpisodeStatsState]:
+        """Reset the env and zero the counters."""
+        obs, env_state = self._env.reset(key, params)
+        state = EpisodeStatsState(
+            env_state=env_state,
+            episode_return=jnp.zeros((), jnp.float32),
+            episode_length=jnp.zeros((), jnp.int32),
+        )
+        return obs, state
+
+    def step(self, key: jax.Array, state: EpisodeStatsState, action: Any, params: Any):
+        """Step the env, accumulate the episode counters and report finished episodes."""
+        obs, env_state, reward, terminated, truncated, info = self._env.step(
+            key, state.env_state, action, params
+        )
+        done = jnp.logical_or(terminated, truncated)
+        episode_return = state.episode_return + reward.astype(jnp.float32)
+        episode_length = state.episode_length + 1
+        info = {
+            **info,
+            "episode_done": done,
+            "episode_return": episode_return,
+            "episode_length": episode_length,
+        }
+        # The env auto-resets on done, so the counters restart with it.
+        new_state = EpisodeStatsState(
+            env_state=env_state,
+            episode_return=jnp.where(done, 0.0, episode_return),
+            episode_length=jnp.where(done, 0, episode_length),
+        )
+        return obs, new_state, reward, terminated, truncated, info
+
+
+class ActionRepeatState(struct.PyTreeNode):
+    """State of :class:`ActionRepeat`: only the wrapped env's state."""
+
+    env_state: Any
+
+
+class ActionRepeat(Wrapper):
+    """Repeats each action ``repeat`` times, summing rewards and stopping at episode end.
+
+    Once a sub-step ends the episode, the remaining sub-steps are not applied: the
+    returned observation is the auto-reset one and ``info["final_observation"]`` the
+    last observation of the finished episode, exactly as a single gymnax step reports it.
+    The ``info`` of the last applied sub-step is returned.
+    """
+
+    def __init__(self, env: Any, repeat: int):
+        super().__init__(env)
+        if repeat < 1:
+            raise ValueError(f"action repeat must be >= 1, got {repeat}")
+        self.repeat = int(repeat)
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[Any, ActionRepeatState]:
+        """Reset the wrapped env."""
+        obs, env_state = self._env.reset(key, params)
+        return obs, ActionRepeatState(env_state=env_state)
+
+    def step(self, key: jax.Array, state: ActionRepeatState, action: Any, params: Any):
+        """Apply ``action`` up to ``repeat`` times; see the class docstring."""
+        keys = jax.random.split(key, self.repeat)
+        first = self._env.step(keys[0], state.env_state, action, params)
+
+        def sub_step(carry, key_step):
+            obs, env_state, reward, terminated, truncated, info = carry
+            done = jnp.logical_or(terminated, truncated)
+            nxt = self._env.step(key_step, env_state, action, params)
+            n_obs, n_state, n_reward, n_term, n_trunc, n_info = nxt
+            # After the episode ended keep everything as it was; otherwise take the new step.
+            stepped = (n_obs, n_state, reward + n_reward, n_term, n_trunc, n_info)
+            kept = (obs, env_state, reward, terminated, truncated, info)
+            out = jax.tree.map(lambda k, s: jnp.where(done, k, s), kept, stepped)
+            return out, None
+
+        out, _ = jax.lax.scan(sub_step, first, keys[1:])
+        obs, env_state, reward, terminated, truncated, info = out
+        return obs, ActionRepeatState(env_state=env_state), reward, terminated, truncated, info

@@ -1,0 +1,334 @@
+"""The one typed, frozen run configuration.
+
+YAML files in ``configs/`` map 1:1 onto :class:`Config`. :func:`load_config` reads a file,
+applies ``section.key=value`` overrides, rejects unknown keys, wrong types and impossible
+values with a one-line :class:`ConfigError` naming the key, and never writes back:
+derived sizes are properties.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dacite
+import yaml
+
+PRECISIONS = ("float32", "bfloat16", "auto")
+ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a one-line message naming the offending key."""
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which environment and how many instances."""
+
+    name: str = "CartPole-v1"  # registered env name (gymnax name or ours)
+    num_envs: int = 4  # parallel env instances (vmapped)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # overrides of the env's EnvParams
+    action_repeat: int = 1  # env steps per agent decision; rewards summed
+    normalize_obs: bool = False  # running mean/var observation normalisation
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Actor-critic network."""
+
+    hidden_sizes: tuple[int, ...] = (64, 64)  # MLP torso widths
+    activation: str = "tanh"  # one of ACTIVATIONS
+    shared_torso: bool = False  # one torso for actor and critic, or one each
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyperparameters."""
+
+    num_steps: int = 128  # rollout length T per update
+    update_epochs: int = 4  # passes over each rollout
+    num_minibatches: int = 4  # minibatches per epoch
+    lr: float = 2.5e-4  # Adam learning rate
+    anneal_lr: bool = True  # linear decay of lr to 0 over training
+    adam_eps: float = 1e-5  # Adam epsilon
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE lambda
+    clip_eps: float = 0.2  # policy ratio clip
+    clip_value: bool = True  # clip the value update to +-clip_eps around the old value
+    ent_coef: float = 0.01  # entropy bonus weight
+    vf_coef: float = 0.5  # value loss weight
+    max_grad_norm: float = 0.5  # global-norm gradient clip
+    normalize_advantages: bool = True  # per-minibatch advantage normalisation
+    reward_scale: float = 1.0  # rewards are multiplied by this before GAE
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Length of training and the host loop."""
+
+    total_steps: int = 500_000  # agent steps (decisions) summed over envs
+    updates_per_chunk: int = 32  # updates per compiled call; the host sees metrics between
+    max_nonfinite_updates: int = 10  # stop after this many non-finite updates in a row
+    progress_bar: bool = True  # tqdm progress bar on stderr
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Orbax checkpointing."""
+
+    every_updates: int = 100  # save at the first chunk end after every N updates; 0: end only
+    keep: int = 3  # keep the last k checkpoints
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole run."""
+
+    seed: int = 0  # master seed; same seed, same bits
+    precision: str = "float32"  # float32 | bfloat16 | auto (bf16 on GPU/TPU, f32 on CPU)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+
+    # ---- derived sizes -------------------------------------------------------------------
+    @property
+    def batch_size(self) -> int:
+        """Transitions per update: ``num_envs * num_steps``."""
+        return self.env.num_envs * self.ppo.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        """Transitions per minibatch."""
+        return self.batch_size // self.ppo.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        """Updates in the whole run: ``total_steps // batch_size``."""
+        return self.train.total_steps // self.batch_size
+
+    @property
+    def num_chunks(self) -> int:
+        """Compiled calls in the whole run (the last may be partly idle)."""
+        return -(-self.num_updates // self.chunk_updates)
+
+    @property
+    def chunk_updates(self) -> int:
+        """Updates per compiled call, never more than the run has."""
+        return min(self.train.updates_per_chunk, self.num_updates)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (tuples as lists), as written to ``config.yaml``."""
+        return _plain(dataclasses.asdict(self))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# ---- loading ------------------------------------------------------------------------------
+
+
+def _to_float(value: Any) -> Any:
+    # YAML 1.1 reads "1e-3" as a string and "1" as an int; both are fine for a float key.
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+_DACITE = dacite.Config(strict=True, cast=[tuple], type_hooks={float: _to_float})
+
+
+def _check_keys(cls: type, data: Any, prefix: str) -> None:
+    """Reject keys that are not fields, naming the full dotted path and a close match."""
+    if not isinstance(data, dict):
+        where = prefix.rstrip(".") or "the config"
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__} {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key, value in data.items():
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+            raise ConfigError(f"unknown config key {prefix}{key}{hint}")
+        sub = fields[key].type
+        sub_cls = _DATACLASSES.get(sub if isinstance(sub, str) else getattr(sub, "__name__", ""))
+        if sub_cls is not None:
+            _check_keys(sub_cls, value, f"{prefix}{key}.")
+
+
+_DATACLASSES = {
+    c.__name__: c
+    for c in (EnvConfig, NetworkConfig, PPOConfig, TrainConfig, CheckpointConfig, Config)
+}
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    node = data
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"override {dotted}: {part} is not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
+    """Parse ``section.key=value`` strings; values are read as YAML (``1e-3``, ``[64, 64]``)."""
+    parsed = []
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not of the form section.key=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override {key}: cannot parse value {raw!r}: {err}") from None
+        parsed.append((key.strip(), value))
+    return parsed
+
+
+def config_from_dict(data: dict[str, Any] | None) -> Config:
+    """Build and validate a :class:`Config` from a nested dict."""
+    data = {} if data is None else data
+    _check_keys(Config, data, "")
+    try:
+        config = dacite.from_dict(Config, data, config=_DACITE)
+    except dacite.WrongTypeError as err:
+        raise ConfigError(
+            f"config key {err.field_path}: expected {_type_name(err.field_type)}, "
+            f"got {err.value!r}"
+        ) from None
+    except dacite.DaciteError as err:
+        raise ConfigError(f"invalid config: {err}") from None
+    validate(config)
+    return config
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config file (or the defaults when ``path`` is None) and apply overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            first = str(err).splitlines()[0]
+            raise ConfigError(f"config file {path} is not valid YAML: {first}") from None
+    for key, value in parse_overrides(overrides or []):
+        _set_path(data, key, value)
+    return config_from_dict(data)
+
+
+def save_config(config: Config, path: str | Path) -> None:
+    """Write the resolved config as YAML (loadable by :func:`load_config`)."""
+    Path(path).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+
+# ---- validation ---------------------------------------------------------------------------
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def validate(config: Config) -> None:
+    """Check values and cross-field constraints; raise :class:`ConfigError` on the first."""
+    import envs  # local: keep config importable without building envs
+
+    env, ppo, train, net, ckpt = (
+        config.env,
+        config.ppo,
+        config.train,
+        config.network,
+        config.checkpoint,
+    )
+    _require(
+        env.name in envs.registered_envs(),
+        f"env.name: unknown environment {env.name!r}"
+        + _suggest(env.name, envs.registered_envs()),
+    )
+    try:
+        envs.make(env.name, **env.kwargs)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"env.kwargs: {err}") from None
+    _require(env.num_envs >= 1, f"env.num_envs must be >= 1, got {env.num_envs}")
+    _require(env.action_repeat >= 1, f"env.action_repeat must be >= 1, got {env.action_repeat}")
+    _require(
+        config.precision in PRECISIONS,
+        f"precision must be one of {', '.join(PRECISIONS)}, got {config.precision!r}",
+    )
+    _require(
+        net.activation in ACTIVATIONS,
+        f"network.activation must be one of {', '.join(ACTIVATIONS)}, got {net.activation!r}",
+    )
+    _require(
+        len(net.hidden_sizes) >= 1 and all(h >= 1 for h in net.hidden_sizes),
+        f"network.hidden_sizes must be positive widths, got {list(net.hidden_sizes)}",
+    )
+    _require(ppo.num_steps >= 1, f"ppo.num_steps must be >= 1, got {ppo.num_steps}")
+    _require(ppo.update_epochs >= 1, f"ppo.update_epochs must be >= 1, got {ppo.update_epochs}")
+    _require(
+        ppo.num_minibatches >= 1,
+        f"ppo.num_minibatches must be >= 1, got {ppo.num_minibatches}",
+    )
+    _require(
+        config.batch_size % ppo.num_minibatches == 0,
+        f"ppo.num_minibatches: batch of {config.batch_size} (env.num_envs x ppo.num_steps) "
+        f"does not divide into {ppo.num_minibatches} minibatches",
+    )
+    _require(ppo.lr > 0, f"ppo.lr must be > 0, got {ppo.lr}")
+    _require(ppo.adam_eps > 0, f"ppo.adam_eps must be > 0, got {ppo.adam_eps}")
+    _require(0 <= ppo.gamma <= 1, f"ppo.gamma must be in [0, 1], got {ppo.gamma}")
+    _require(0 <= ppo.gae_lambda <= 1, f"ppo.gae_lambda must be in [0, 1], got {ppo.gae_lambda}")
+    _require(ppo.clip_eps > 0, f"ppo.clip_eps must be > 0, got {ppo.clip_eps}")
+    _require(ppo.ent_coef >= 0, f"ppo.ent_coef must be >= 0, got {ppo.ent_coef}")
+    _require(ppo.vf_coef >= 0, f"ppo.vf_coef must be >= 0, got {ppo.vf_coef}")
+    _require(ppo.max_grad_norm > 0, f"ppo.max_grad_norm must be > 0, got {ppo.max_grad_norm}")
+    _require(ppo.reward_scale > 0, f"ppo.reward_scale must be > 0, got {ppo.reward_scale}")
+    _require(
+        train.total_steps >= config.batch_size,
+        f"train.total_steps ({train.total_steps}) is smaller than one batch "
+        f"({config.batch_size} = env.num_envs x ppo.num_steps)",
+    )
+    _require(
+        train.updates_per_chunk >= 1,
+        f"train.updates_per_chunk must be >= 1, got {train.updates_per_chunk}",
+    )
+    _require(
+        train.max_nonfinite_updates >= 1,
+        f"train.max_nonfinite_updates must be >= 1, got {train.max_nonfinite_updates}",
+    )
+    _require(
+        ckpt.every_updates >= 0,
+        f"checkpoint.every_updates must be >= 0, got {ckpt.every_updates}",
+    )
+    _require(ckpt.keep >= 1, f"checkpoint.keep must be >= 1, got {ckpt.keep}")
+
+
+def _suggest(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(word, options, n=1)
+    return f" (did you mean {close[0]}?)" if close else ""

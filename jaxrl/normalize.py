@@ -1,0 +1,32 @@
+"""Running observation normalisation (parallel Welford merge of batch moments)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.types import RunningStats
+
+CLIP = 10.0  # normalised observations are clipped to +-CLIP
+
+
+def update_stats(stats: RunningStats, batch: jax.Array) -> RunningStats:
+    """Merge a batch ``[N, *obs_shape]`` into the running moments (Chan et al.)."""
+    batch = batch.astype(jnp.float32)
+    batch_count = jnp.asarray(batch.shape[0], jnp.float32)
+    batch_mean = batch.mean(axis=0)
+    batch_var = batch.var(axis=0)
+    delta = batch_mean - stats.mean
+    total = stats.count + batch_count
+    mean = stats.mean + delta * batch_count / total
+    m2 = stats.var * stats.count + batch_var * batch_count
+    m2 = m2 + jnp.square(delta) * stats.count * batch_count / total
+    return RunningStats(mean=mean, var=m2 / total, count=total)
+
+
+def normalize(stats: RunningStats, obs: jax.Array, enabled: bool) -> jax.Array:
+    """``clip((obs - mean) / sqrt(var + 1e-8))`` in float32, or ``obs`` as float32 if disabled."""
+    obs = obs.astype(jnp.float32)
+    if not enabled:
+        return obs
+    return jnp.clip((obs - stats.mean) / jnp.sqrt(stats.var + 1e-8), -CLIP, CLIP)

@@ -1,0 +1,74 @@
+"""PPO optimisation: epochs of shuffled minibatch steps over one rollout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxrl.losses import Minibatch, ppo_loss
+from jaxrl.setup import Setup
+from jaxrl.types import LossMetrics
+
+
+class OptState(struct.PyTreeNode):
+    """Params and optimizer state threaded through the minibatch scan."""
+
+    params: Any
+    opt_state: Any
+
+
+class StepMetrics(struct.PyTreeNode):
+    """Scalars of one minibatch step."""
+
+    loss: LossMetrics
+    grad_norm: jax.Array  # () float32, global norm before clipping
+    nonfinite: jax.Array  # () bool, the step was skipped
+
+
+def minibatch_step(
+    setup: Setup, state: OptState, batch: Minibatch
+) -> tuple[OptState, StepMetrics]:
+    """One gradient step; optax's ``apply_if_finite`` skips it if the gradient is not finite."""
+    grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
+    (loss, metrics), grads = grad_fn(
+        state.params, setup.network, batch, setup.loss_hp, setup.discrete
+    )
+    updates, opt_state = setup.optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    # apply_if_finite applied zero updates and kept Adam's state if the gradient was not finite.
+    skipped = jnp.logical_not(opt_state.last_finite)
+    step_metrics = StepMetrics(loss=metrics, grad_norm=optax.global_norm(grads), nonfinite=skipped)
+    return OptState(params=params, opt_state=opt_state), step_metrics
+
+
+def shuffle_minibatches(
+    batch: Minibatch, key: jax.Array, num_minibatches: int
+) -> Minibatch:
+    """Permute ``[N, ...]`` samples and cut them into ``[num_minibatches, N // M, ...]``."""
+    size = batch.advantage.shape[0]
+    perm = jax.random.permutation(key, size)
+    return jax.tree.map(
+        lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]), batch
+    )
+
+
+def update_epochs(
+    setup: Setup, state: OptState, batch: Minibatch, key: jax.Array
+) -> tuple[OptState, StepMetrics]:
+    """``update_epochs`` passes of ``num_minibatches`` steps over a flat ``[N, ...]`` batch.
+
+    Returns the final state and the step metrics stacked ``[epochs, minibatches]``.
+    """
+    ppo = setup.config.ppo
+    keys = jax.random.split(key, ppo.update_epochs)
+
+    def epoch(carry: OptState, key_perm: jax.Array):
+        minibatches = shuffle_minibatches(batch, key_perm, ppo.num_minibatches)
+        step = lambda s, mb: minibatch_step(setup, s, mb)  # noqa: E731
+        return jax.lax.scan(step, carry, minibatches)
+
+    return jax.lax.scan(epoch, state, keys)

@@ -1,0 +1,114 @@
+"""Builds the static pieces of a run (env, network, optimizer) from a :class:`Config`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import envs
+from jaxrl.config import Config
+from jaxrl.losses import LossHyperparams
+from jaxrl.precision import compute_dtype
+from jaxrl.networks import ActorCritic
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """Static, hashable-by-identity pieces the compiled step closes over."""
+
+    config: Config
+    env: Any  # wrapped env: EpisodeStatistics(ActionRepeat?(gymnax env))
+    env_params: Any  # EnvParams pytree
+    network: nn.Module
+    optimizer: optax.GradientTransformation
+    loss_hp: LossHyperparams
+    discrete: bool
+    obs_shape: tuple[int, ...]
+    action_shape: tuple[int, ...]  # () discrete, (A,) continuous
+    compute_dtype: Any
+
+
+def learning_rate_schedule(config: Config) -> optax.Schedule:
+    """Constant lr, or PureJaxRL's linear decay: constant within an update, 0 at the end."""
+    ppo = config.ppo
+    if not ppo.anneal_lr:
+        return optax.constant_schedule(ppo.lr)
+    steps_per_update = ppo.update_epochs * ppo.num_minibatches
+
+    def schedule(count):
+        frac = 1.0 - (count // steps_per_update) / config.num_updates
+        return ppo.lr * frac
+
+    return schedule
+
+
+def make_optimizer(config: Config) -> optax.GradientTransformation:
+    """Adam with global-norm clipping; non-finite steps are skipped and counted by optax.
+
+    ``apply_if_finite`` is outermost, so a skipped step leaves Adam's moments and step
+    count untouched. Its own give-up limit is disabled (huge): the train step counts
+    non-finite updates itself and the host stops training.
+    """
+    ppo = config.ppo
+    inner = optax.chain(
+        optax.clip_by_global_norm(ppo.max_grad_norm),
+        optax.inject_hyperparams(optax.adam)(
+            learning_rate=learning_rate_schedule(config), eps=ppo.adam_eps
+        ),
+    )
+    return optax.apply_if_finite(inner, max_consecutive_errors=2**30)
+
+
+def current_learning_rate(opt_state) -> Any:
+    """The learning rate the next optimizer step uses (from ``inject_hyperparams``)."""
+    return opt_state.inner_state[1].hyperparams["learning_rate"]
+
+
+def make_setup(config: Config) -> Setup:
+    """Build env (with wrappers), network and optimizer for ``config``."""
+    env, env_params = envs.make(config.env.name, **config.env.kwargs)
+    discrete = envs.is_discrete(env, env_params)
+    if config.env.action_repeat > 1:
+        env = envs.ActionRepeat(env, config.env.action_repeat)
+    env = envs.EpisodeStatistics(env)
+    obs_shape = tuple(env.observation_space(env_params).shape)
+    space = env.action_space(env_params)
+    if discrete:
+        action_dim, action_shape = int(space.n), ()
+    else:
+        action_shape = tuple(space.shape) or (1,)
+        action_dim = int(np.prod(action_shape))
+    dtype = compute_dtype(config.precision)
+    network = ActorCritic(
+        action_dim=action_dim,
+        discrete=discrete,
+        hidden_sizes=tuple(config.network.hidden_sizes),
+        activation=config.network.activation,
+        shared_torso=config.network.shared_torso,
+        dtype=dtype,
+        obs_ndim=len(obs_shape),
+    )
+    ppo = config.ppo
+    return Setup(
+        config=config,
+        env=env,
+        env_params=env_params,
+        network=network,
+        optimizer=make_optimizer(config),
+        loss_hp=LossHyperparams(
+            clip_eps=ppo.clip_eps,
+            vf_coef=ppo.vf_coef,
+            ent_coef=ppo.ent_coef,
+            clip_value=ppo.clip_value,
+            normalize_advantages=ppo.normalize_advantages,
+        ),
+        discrete=discrete,
+        obs_shape=obs_shape,
+        action_shape=action_shape,
+        compute_dtype=jnp.dtype(dtype),
+    )

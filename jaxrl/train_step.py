@@ -1,0 +1,194 @@
+"""The compiled training step: ``updates_per_chunk`` x (rollout -> GAE -> PPO epochs).
+
+``make_train_step(setup)`` returns one ``jax.jit``-compiled function
+``RunnerState -> (RunnerState, ChunkMetrics)`` that donates its input. It compiles once
+per run; the host only sees the scalar metrics between chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.gae import bootstrap_values, gae
+from jaxrl.losses import Minibatch
+from jaxrl.normalize import normalize
+from jaxrl.ppo import OptState, update_epochs
+from jaxrl.rollout import RolloutCarry, rollout
+from jaxrl.setup import Setup, current_learning_rate
+from jaxrl.types import ChunkMetrics, LossMetrics, RunnerState, RunningStats, UpdateMetrics
+
+
+def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
+    """Fresh params, optimizer state and env instances for a run seeded by ``key``."""
+    key_params, key_reset, key_runner = jax.random.split(key, 3)
+    del key
+    num_envs = setup.config.env.num_envs
+    obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
+        jax.random.split(key_reset, num_envs), setup.env_params
+    )
+    params = setup.network.init(key_params, jnp.zeros((1,) + setup.obs_shape, jnp.float32))
+    return RunnerState(
+        params=params,
+        opt_state=setup.optimizer.init(params),
+        env_state=env_state,
+        obs=obs.astype(jnp.float32),
+        obs_stats=RunningStats.create(setup.obs_shape),
+        key=key_runner,
+        update_step=jnp.zeros((), jnp.int32),
+        nonfinite_streak=jnp.zeros((), jnp.int32),
+        nonfinite_total=jnp.zeros((), jnp.int32),
+    )
+
+
+def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
+    """``1 - Var[returns - values] / Var[returns]`` (nan when the returns are constant)."""
+    var_returns = jnp.var(returns)
+    return jnp.where(var_returns > 0, 1.0 - jnp.var(returns - values) / var_returns, jnp.nan)
+
+
+def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetrics]:
+    """One PPO update: a rollout of ``T`` steps on ``B`` envs, GAE, then the epochs."""
+    ppo = setup.config.ppo
+    key, key_rollout, key_epochs = jax.random.split(runner.key, 3)
+
+    carry = RolloutCarry(env_state=runner.env_state, obs=runner.obs, obs_stats=runner.obs_stats)
+    carry, traj = rollout(setup, runner.params, carry, key_rollout)
+
+    # Values of the observation after the rollout and of every pre-reset final observation,
+    # in one batched forward pass.
+    last_obs = normalize(carry.obs_stats, carry.obs, setup.config.env.normalize_obs)
+    num_steps, num_envs = traj.reward.shape
+    both = jnp.concatenate([traj.final_obs.reshape((-1,) + setup.obs_shape), last_obs])
+    _, both_values = setup.network.apply(runner.params, both)
+    final_values = both_values[: num_steps * num_envs].reshape(num_steps, num_envs)
+    last_value = both_values[num_steps * num_envs :]
+
+    next_values = bootstrap_values(traj.value, last_value, final_values, traj.truncated)
+    advantages, targets = gae(
+        traj.reward,
+        traj.value,
+        next_values,
+        traj.terminated,
+        traj.truncated,
+        ppo.gamma,
+        ppo.gae_lambda,
+    )
+
+    flat = lambda x: x.reshape((num_steps * num_envs,) + x.shape[2:])  # noqa: E731
+    batch = Minibatch(
+        obs=flat(traj.obs),
+        action=flat(traj.action),
+        log_prob=flat(traj.log_prob),
+        value=flat(traj.value),
+        advantage=flat(advantages),
+        target=flat(targets),
+    )
+    learning_rate = current_learning_rate(runner.opt_state)
+    opt, steps = update_epochs(
+        setup, OptState(params=runner.params, opt_state=runner.opt_state), batch, key_epochs
+    )
+
+    nonfinite = steps.nonfinite.any()
+    new_runner = runner.replace(
+        params=opt.params,
+        opt_state=opt.opt_state,
+        env_state=carry.env_state,
+        obs=carry.obs,
+        obs_stats=carry.obs_stats,
+        key=key,
+        update_step=runner.update_step + 1,
+        nonfinite_streak=jnp.where(nonfinite, runner.nonfinite_streak + 1, 0),
+        nonfinite_total=runner.nonfinite_total + nonfinite.astype(jnp.int32),
+    )
+    done = traj.episode_done.astype(jnp.float32)
+    metrics = UpdateMetrics(
+        loss=jax.tree.map(jnp.mean, steps.loss),
+        grad_norm=steps.grad_norm.mean(),
+        learning_rate=jnp.asarray(learning_rate, jnp.float32),
+        explained_variance=explained_variance(traj.value, targets),
+        episode_return_sum=(traj.episode_return * done).sum(),
+        episode_length_sum=(traj.episode_length.astype(jnp.float32) * done).sum(),
+        episodes=done.sum(),
+        nonfinite=nonfinite,
+        active=jnp.asarray(True),
+    )
+    return new_runner, metrics
+
+
+def _idle_metrics() -> UpdateMetrics:
+    zero = jnp.zeros((), jnp.float32)
+    return UpdateMetrics(
+        loss=LossMetrics(
+            total_loss=zero,
+            policy_loss=zero,
+            value_loss=zero,
+            entropy=zero,
+            approx_kl=zero,
+            clip_fraction=zero,
+        ),
+        grad_norm=zero,
+        learning_rate=zero,
+        explained_variance=zero,
+        episode_return_sum=zero,
+        episode_length_sum=zero,
+        episodes=zero,
+        nonfinite=jnp.asarray(False),
+        active=jnp.asarray(False),
+    )
+
+
+def guarded_update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetrics]:
+    """:func:`update` while training is on; a no-op past the last update or a NaN streak."""
+    train = setup.config.train
+    active = jnp.logical_and(
+        runner.update_step < setup.config.num_updates,
+        runner.nonfinite_streak < train.max_nonfinite_updates,
+    )
+    return jax.lax.cond(
+        active,
+        lambda r: update(setup, r),
+        lambda r: (r, _idle_metrics()),
+        runner,
+    )
+
+
+def reduce_metrics(metrics: UpdateMetrics) -> ChunkMetrics:
+    """Reduce ``UpdateMetrics[K]`` of a chunk to scalars (means over the updates that ran)."""
+    active = metrics.active.astype(jnp.float32)
+    runs = active.sum()
+    mean = lambda x: jnp.where(runs > 0, (x * active).sum() / jnp.maximum(runs, 1.0), jnp.nan)  # noqa: E731
+    episodes = metrics.episodes.sum()
+    per_episode = lambda x: jnp.where(  # noqa: E731
+        episodes > 0, x.sum() / jnp.maximum(episodes, 1.0), jnp.nan
+    )
+    return ChunkMetrics(
+        policy_loss=mean(metrics.loss.policy_loss),
+        value_loss=mean(metrics.loss.value_loss),
+        entropy=mean(metrics.loss.entropy),
+        approx_kl=mean(metrics.loss.approx_kl),
+        clip_fraction=mean(metrics.loss.clip_fraction),
+        explained_variance=mean(metrics.explained_variance),
+        grad_norm=mean(metrics.grad_norm),
+        learning_rate=mean(metrics.learning_rate),
+        episode_return=per_episode(metrics.episode_return_sum),
+        episode_length=per_episode(metrics.episode_length_sum),
+        episodes=episodes,
+        nonfinite_updates=metrics.nonfinite.astype(jnp.int32).sum(),
+        updates=metrics.active.astype(jnp.int32).sum(),
+    )
+
+
+def train_chunk(setup: Setup, runner: RunnerState) -> tuple[RunnerState, ChunkMetrics]:
+    """``chunk_updates`` guarded updates in one ``lax.scan``, metrics reduced in-graph."""
+    runner, metrics = jax.lax.scan(
+        lambda r, _: guarded_update(setup, r), runner, None, length=setup.config.chunk_updates
+    )
+    return runner, reduce_metrics(metrics)
+
+
+def make_train_step(setup: Setup) -> Callable[[RunnerState], tuple[RunnerState, ChunkMetrics]]:
+    """The jitted chunk function; the runner state passed in is donated."""
+    return jax.jit(lambda runner: train_chunk(setup, runner), donate_argnums=0)
