@@ -1,0 +1,49 @@
+"""TensorBoard scalars (tensorboardX), written by the host between compiled chunks."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from tensorboardX import SummaryWriter
+
+from jaxrl.types import ChunkMetrics
+
+# ChunkMetrics field -> TensorBoard tag.
+TAGS = {
+    "episode_return": "rollout/episode_return",
+    "episode_length": "rollout/episode_length",
+    "policy_loss": "train/policy_loss",
+    "value_loss": "train/value_loss",
+    "entropy": "train/entropy",
+    "approx_kl": "train/approx_kl",
+    "clip_fraction": "train/clip_fraction",
+    "explained_variance": "train/explained_variance",
+    "grad_norm": "train/grad_norm",
+    "learning_rate": "train/learning_rate",
+    "nonfinite_updates": "train/nonfinite_updates",
+}
+
+
+def chunk_scalars(metrics: ChunkMetrics) -> dict[str, float]:
+    """Host-side ``{tag: value}`` of a chunk's metrics (one device-to-host copy)."""
+    values = {name: float(getattr(metrics, name)) for name in TAGS}
+    return {TAGS[name]: value for name, value in values.items()}
+
+
+class Logger:
+    """Writes scalars to ``RUN_DIR`` as TensorBoard event files."""
+
+    def __init__(self, run_dir: str | Path):
+        self.writer = SummaryWriter(logdir=str(run_dir))
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        """Log ``{tag: value}`` at ``step`` (env steps); NaN values (no episode ended) are skipped."""
+        for tag, value in values.items():
+            if not math.isnan(value):
+                self.writer.add_scalar(tag, value, global_step=step)
+
+    def close(self) -> None:
+        """Flush and close the event file."""
+        self.writer.flush()
+        self.writer.close()

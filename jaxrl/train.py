@@ -1,0 +1,289 @@
+"""Training CLI and API: the host loop around the compiled chunk step.
+
+    python -m jaxrl.train --config configs/cartpole.yaml [section.key=value ...] [--run-dir DIR]
+    python -m jaxrl.train --resume DIR
+
+The host loop only runs between compiled chunks: it reads the chunk's scalar metrics,
+writes TensorBoard scalars, updates the progress bar and saves checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from tqdm import tqdm
+
+from jaxrl.checkpoint import CheckpointError, Checkpointer
+from jaxrl.config import Config, ConfigError, load_config, save_config
+from jaxrl.logger import Logger, chunk_scalars
+from jaxrl.setup import Setup, make_setup
+from jaxrl.train_step import init_runner_state, make_train_step
+from jaxrl.types import RunnerState
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (non-finite updates, a refused run directory, ...)."""
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What a finished (or stopped) run returns to Python callers."""
+
+    runner: RunnerState
+    history: list[dict[str, float]]  # one row per chunk: env_steps, update, scalars
+    compile_s: float  # seconds to compile the chunk step
+    sps: float  # agent steps per second after compile, over the whole run
+    run_dir: Path
+
+
+def default_run_dir(config_path: str | None) -> Path:
+    """``runs/<config stem>-<UTC timestamp>``."""
+    stem = Path(config_path).stem if config_path else "run"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{stem}-{stamp}"
+
+
+def prepare_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """Create ``run_dir``; refuse one that already holds a run unless ``overwrite``."""
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise TrainingError(
+                f"run directory {run_dir} already holds a run; continue it with "
+                f"--resume {run_dir} or replace it with --overwrite"
+            )
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def run_summary(config: Config, setup: Setup, run_dir: Path, start_update: int) -> str:
+    """A few lines describing the run, printed before training."""
+    ppo, env = config.ppo, config.env
+    devices = ", ".join(f"{d.platform}:{d.id}" for d in jax.devices())
+    on = lambda flag: "on" if flag else "off"  # noqa: E731
+    lines = [
+        f"jaxrl {jax.__version__=}".replace("jax.__version__=", "jax ").replace("'", ""),
+        f"  run dir      {run_dir}",
+        f"  devices      {devices}",
+        f"  precision    {config.precision} -> compute {setup.compute_dtype.name}, params float32",
+        f"  env          {env.name} x {env.num_envs} envs, action repeat {env.action_repeat}, "
+        f"{'discrete' if setup.discrete else 'continuous'} actions, obs {setup.obs_shape}",
+        f"  batch        {config.batch_size} = {env.num_envs} envs x {ppo.num_steps} steps; "
+        f"{ppo.num_minibatches} minibatches of {config.minibatch_size} x {ppo.update_epochs} "
+        "epochs",
+        f"  schedule     {config.num_updates} updates ({config.num_updates * config.batch_size} "
+        f"steps) in chunks of {config.chunk_updates}; starting at update {start_update}",
+        f"  network      MLP {list(config.network.hidden_sizes)} {config.network.activation}, "
+        f"{'shared' if config.network.shared_torso else 'separate'} torsos",
+        f"  features     obs norm {on(env.normalize_obs)}, lr anneal {on(ppo.anneal_lr)}, "
+        f"value clip {on(ppo.clip_value)}, adv norm {on(ppo.normalize_advantages)}, "
+        f"reward scale {ppo.reward_scale:g}",
+        f"  checkpoints  every {config.checkpoint.every_updates or 'end only'} updates, "
+        f"keep {config.checkpoint.keep}",
+    ]
+    return "\n".join(lines)
+
+
+def _params_finite(runner: RunnerState) -> bool:
+    leaves = jax.tree.leaves(runner.params)
+    return bool(jnp.all(jnp.array([jnp.isfinite(x).all() for x in leaves])))
+
+
+def train(
+    config: Config | None = None,
+    run_dir: str | Path | None = None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    config_path: str | None = None,
+    quiet: bool = False,
+) -> TrainResult:
+    """Train (or resume) a run; the Python API behind ``python -m jaxrl.train``.
+
+    Args:
+      config: the run's config (ignored when resuming: the saved ``config.yaml`` is used).
+      run_dir: where config, TensorBoard events and checkpoints go.
+      resume: continue the run in ``run_dir`` from its latest checkpoint.
+      overwrite: replace an existing run in ``run_dir``.
+      config_path: only used to name a default run directory.
+      quiet: no summary, no progress bar.
+
+    Raises:
+      ConfigError, CheckpointError, TrainingError: with a one-line message.
+    """
+    if resume:
+        if run_dir is None:
+            raise TrainingError("resume needs a run directory")
+        run_dir = Path(run_dir)
+        if not (run_dir / "config.yaml").is_file():
+            raise CheckpointError(f"cannot resume {run_dir}: it has no config.yaml")
+        config = load_config(run_dir / "config.yaml")
+    else:
+        config = config or Config()
+        run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config_path)
+        prepare_run_dir(run_dir, overwrite)
+        save_config(config, run_dir / "config.yaml")
+
+    setup = make_setup(config)
+    runner = init_runner_state(setup, jax.random.key(config.seed))
+    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=not resume)
+    if resume:
+        runner, _ = checkpointer.restore(runner)
+    start_update = int(runner.update_step)
+    if not quiet:
+        print(run_summary(config, setup, run_dir, start_update), flush=True)
+
+    logger = Logger(run_dir)
+    try:
+        return _loop(config, setup, runner, checkpointer, logger, run_dir, quiet)
+    finally:
+        logger.close()
+        checkpointer.close()
+
+
+def _loop(
+    config: Config,
+    setup: Setup,
+    runner: RunnerState,
+    checkpointer: Checkpointer,
+    logger: Logger,
+    run_dir: Path,
+    quiet: bool,
+) -> TrainResult:
+    batch = config.batch_size
+    every = config.checkpoint.every_updates
+    t0 = time.perf_counter()
+    step_fn = make_train_step(setup).lower(runner).compile()
+    compile_s = time.perf_counter() - t0
+    logger.scalars(int(runner.update_step) * batch, {"perf/compile_s": compile_s})
+
+    update = int(runner.update_step)
+    last_saved = checkpointer.latest_step() or 0
+    history: list[dict[str, float]] = []
+    bar = tqdm(
+        total=config.num_updates * batch,
+        initial=update * batch,
+        unit="step",
+        unit_scale=True,
+        dynamic_ncols=True,
+        disable=quiet or not config.train.progress_bar,
+    )
+    train_s, trained_updates = 0.0, 0
+    recent_return = math.nan
+    while update < config.num_updates:
+        t_chunk = time.perf_counter()
+        runner, metrics = step_fn(runner)
+        scalars, new_update, streak = jax.device_get(
+            (chunk_scalars(metrics), runner.update_step, runner.nonfinite_streak)
+        )
+        chunk_s = time.perf_counter() - t_chunk
+        new_update, streak = int(new_update), int(streak)
+        steps = (new_update - update) * batch
+        train_s += chunk_s
+        trained_updates += new_update - update
+        scalars["perf/sps"] = steps / chunk_s if steps else 0.0
+        logger.scalars(new_update * batch, scalars)
+        history.append({"env_steps": new_update * batch, "update": new_update, **scalars})
+        if not math.isnan(scalars["rollout/episode_return"]):
+            recent_return = scalars["rollout/episode_return"]
+        bar.update(steps)
+        bar.set_postfix(sps=f"{scalars['perf/sps']:.3g}", ret=f"{recent_return:.4g}")
+
+        if streak >= config.train.max_nonfinite_updates:
+            bar.close()
+            saved = checkpointer.latest_step()
+            where = f"step {saved} in {checkpointer.directory}" if saved else "none"
+            raise TrainingError(
+                f"training stopped: {streak} non-finite updates in a row at update {new_update} "
+                f"(train.max_nonfinite_updates={config.train.max_nonfinite_updates}); "
+                f"last good checkpoint: {where}"
+            )
+        update = new_update
+        at_end = update >= config.num_updates
+        due = every > 0 and update // every > last_saved // every
+        if (due or at_end) and update != last_saved:
+            if not _params_finite(runner):
+                raise TrainingError(f"refusing to checkpoint non-finite params at update {update}")
+            checkpointer.save(
+                runner, {"env_steps": update * batch, "wall_s": time.perf_counter() - t0}
+            )
+            last_saved = update
+    bar.close()
+    jax.block_until_ready(runner)
+    sps = trained_updates * batch / train_s if train_s > 0 else 0.0
+    if not quiet:
+        final = history[-1]["rollout/episode_return"] if history else math.nan
+        print(
+            f"done: {update * batch} steps, {sps:,.0f} steps/s after {compile_s:.1f} s compile, "
+            f"last episode return {final:.4g}; run dir {run_dir}",
+            flush=True,
+        )
+    return TrainResult(
+        runner=runner, history=history, compile_s=compile_s, sps=sps, run_dir=run_dir
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Command-line interface of ``python -m jaxrl.train``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxrl.train",
+        description="Train a PPO agent with one compiled JAX train step.",
+    )
+    parser.add_argument("--config", help="YAML config file (see configs/)")
+    parser.add_argument(
+        "overrides", nargs="*", metavar="section.key=value", help="config overrides"
+    )
+    parser.add_argument("--run-dir", help="output directory (default runs/<config>-<time>)")
+    parser.add_argument("--resume", metavar="DIR", help="continue the run in DIR")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace an existing run in --run-dir"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no summary or progress bar")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.resume:
+            if args.config or args.overrides or args.run_dir:
+                raise ConfigError(
+                    "--resume DIR continues a run with its saved config.yaml; "
+                    "it takes no --config, --run-dir or overrides"
+                )
+            train(run_dir=args.resume, resume=True, quiet=args.quiet)
+        else:
+            if not args.config and not args.overrides:
+                raise ConfigError("give --config FILE (see configs/) or --resume DIR")
+            config = load_config(args.config, args.overrides)
+            train(
+                config,
+                args.run_dir,
+                overwrite=args.overwrite,
+                config_path=args.config,
+                quiet=args.quiet,
+            )
+    except ConfigError as err:
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
+    except (CheckpointError, TrainingError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; resume from the last checkpoint with --resume", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
