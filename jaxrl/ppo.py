@@ -41,7 +41,7 @@ def minibatch_step(
     params = optax.apply_updates(state.params, updates)
     # apply_if_finite applied zero updates and kept Adam's state if the gradient was not finite.
     skipped = jnp.logical_not(opt_state.last_finite)
-    step_metrics = StepMetrics(loss=metrics, grad_norm=optax.global_norm(grads), nonfinite=skipped)
+    step_metrics = StepMetrics(loss=metrics, grad_norm=optax.tree.norm(grads), nonfinite=skipped)
     return OptState(params=params, opt_state=opt_state), step_metrics
 
 

@@ -17,9 +17,9 @@ from jaxrl.precision import compute_dtype
 from jaxrl.networks import ActorCritic
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class Setup:
-    """Static, hashable-by-identity pieces the compiled step closes over."""
+    """Static pieces the compiled step closes over; hashed by identity (``eq=False``)."""
 
     config: Config
     env: Any  # wrapped env: EpisodeStatistics(ActionRepeat?(gymnax env))

@@ -1,0 +1,177 @@
+"""Restore a policy from a run's checkpoint and measure its return.
+
+    python -m jaxrl.evaluate --run-dir DIR [--episodes N] [--step S] [--json]
+
+The same as a function for notebooks::
+
+    from jaxrl.evaluate import evaluate
+    result = evaluate("runs/cartpole-...", episodes=32)
+    print(result.mean_return, result.std_return)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxrl.checkpoint import CheckpointError, Checkpointer, PolicyState
+from jaxrl.config import ConfigError, load_config
+from jaxrl.networks import make_distribution
+from jaxrl.normalize import normalize
+from jaxrl.setup import Setup, make_setup
+from jaxrl.types import RunningStats
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    """Returns of ``episodes`` independent episodes of a restored policy."""
+
+    mean_return: float
+    std_return: float
+    mean_length: float
+    returns: tuple[float, ...]
+    step: int  # update step of the checkpoint
+    episodes: int
+    deterministic: bool
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+
+def run_episodes(
+    setup: Setup,
+    policy: PolicyState,
+    key: jax.Array,
+    episodes: int,
+    deterministic: bool = True,
+) -> tuple[jax.Array, jax.Array]:
+    """Play one episode in each of ``episodes`` vmapped envs; returns ``(returns, lengths)``.
+
+    Deterministic play takes the mode of the action distribution (argmax or the mean).
+    """
+    key_reset, key_loop = jax.random.split(key)
+    del key
+    enabled = setup.config.env.normalize_obs
+    obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
+        jax.random.split(key_reset, episodes), setup.env_params
+    )
+
+    def body(carry):
+        obs, env_state, done, ret, length, key = carry
+        key, key_act, key_env = jax.random.split(key, 3)
+        policy_params, _ = setup.network.apply(
+            policy.params, normalize(policy.obs_stats, obs, enabled)
+        )
+        dist = make_distribution(policy_params, setup.discrete)
+        action = dist.mode() if deterministic else dist.sample(seed=key_act)
+        obs, env_state, reward, _, _, info = jax.vmap(setup.env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(key_env, episodes), env_state, action, setup.env_params
+        )
+        # Record each env's first episode only; later episodes (after auto-reset) are ignored.
+        finished = jnp.logical_and(info["episode_done"], ~done)
+        ret = jnp.where(finished, info["episode_return"], ret)
+        length = jnp.where(finished, info["episode_length"], length)
+        return obs, env_state, jnp.logical_or(done, finished), ret, length, key
+
+    init = (
+        obs,
+        env_state,
+        jnp.zeros(episodes, bool),
+        jnp.zeros(episodes, jnp.float32),
+        jnp.zeros(episodes, jnp.int32),
+        key_loop,
+    )
+    out = jax.lax.while_loop(lambda c: ~c[2].all(), body, init)
+    return out[3], out[4]
+
+
+def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, PolicyState, int]:
+    """Config, env and network of a run, with params restored from a checkpoint."""
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise CheckpointError(f"{run_dir} is not a run directory (no config.yaml)")
+    config = load_config(run_dir / "config.yaml")
+    setup = make_setup(config)
+    like = PolicyState(
+        params=setup.network.init(
+            jax.random.key(0), jnp.zeros((1,) + setup.obs_shape, jnp.float32)
+        ),
+        obs_stats=RunningStats.create(setup.obs_shape),
+    )
+    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)
+    try:
+        policy, step = checkpointer.restore_policy(like, step)
+    finally:
+        checkpointer.close()
+    return setup, policy, step
+
+
+def evaluate(
+    run_dir: str | Path,
+    episodes: int = 16,
+    step: int | None = None,
+    seed: int = 0,
+    deterministic: bool = True,
+) -> EvalResult:
+    """Restore params (latest checkpoint or ``step``) and play ``episodes`` episodes."""
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    setup, policy, step = load_policy(run_dir, step)
+    play = jax.jit(run_episodes, static_argnums=(0, 3, 4))
+    returns, lengths = jax.device_get(
+        play(setup, policy, jax.random.key(seed), episodes, deterministic)
+    )
+    returns = np.asarray(returns, dtype=np.float64)
+    return EvalResult(
+        mean_return=float(returns.mean()),
+        std_return=float(returns.std()),
+        mean_length=float(np.mean(lengths)),
+        returns=tuple(float(r) for r in returns),
+        step=int(step),
+        episodes=episodes,
+        deterministic=deterministic,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m jaxrl.evaluate``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxrl.evaluate", description="Evaluate a checkpointed policy."
+    )
+    parser.add_argument("--run-dir", required=True, help="a run directory written by jaxrl.train")
+    parser.add_argument("--episodes", type=int, default=16, help="episodes to play (vmapped)")
+    parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
+    parser.add_argument("--seed", type=int, default=0, help="evaluation seed")
+    parser.add_argument(
+        "--stochastic", action="store_true", help="sample actions instead of the mode"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    try:
+        result = evaluate(
+            args.run_dir, args.episodes, args.step, args.seed, not args.stochastic
+        )
+    except (CheckpointError, ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result.to_dict()))
+    else:
+        print(
+            f"step {result.step}: return {result.mean_return:.2f} +- {result.std_return:.2f} "
+            f"over {result.episodes} episodes (mean length {result.mean_length:.1f}, "
+            f"{'deterministic' if result.deterministic else 'stochastic'} actions)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
