@@ -67,6 +67,13 @@ def make(name: str, **overrides: Any) -> tuple[Any, Any]:
         raise ValueError(
             f"{name} has no parameter {unknown[0]!r}; its parameters: {', '.join(sorted(fields))}"
         )
+    # An int given for a float parameter (gravity=10) keeps the parameter a float.
+    overrides = {
+        k: float(v)
+        if isinstance(getattr(params, k), float) and isinstance(v, int) and not isinstance(v, bool)
+        else v
+        for k, v in overrides.items()
+    }
     return env, params.replace(**overrides)
 
 

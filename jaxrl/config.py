@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,7 +157,7 @@ _DACITE = dacite.Config(strict=True, cast=[tuple], type_hooks={float: _to_float}
 
 
 def _check_keys(cls: type, data: Any, prefix: str) -> None:
-    """Reject keys that are not fields, naming the full dotted path and a close match."""
+    """Reject keys that are not fields (and booleans given for numbers), naming the key."""
     if not isinstance(data, dict):
         where = prefix.rstrip(".") or "the config"
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__} {data!r}")
@@ -167,9 +168,23 @@ def _check_keys(cls: type, data: Any, prefix: str) -> None:
             hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
             raise ConfigError(f"unknown config key {prefix}{key}{hint}")
         sub = fields[key].type
-        sub_cls = _DATACLASSES.get(sub if isinstance(sub, str) else getattr(sub, "__name__", ""))
+        sub_name = sub if isinstance(sub, str) else getattr(sub, "__name__", "")
+        sub_cls = _DATACLASSES.get(sub_name)
         if sub_cls is not None:
-            _check_keys(sub_cls, value, f"{prefix}{key}.")
+            _check_keys(sub_cls, {} if value is None else value, f"{prefix}{key}.")
+        elif _numeric(sub_name) and _has_bool(value):
+            # YAML true/false are ints to Python (and to dacite); never a valid number here.
+            raise ConfigError(f"config key {prefix}{key}: expected {sub_name}, got {value!r}")
+
+
+def _numeric(type_name: str) -> bool:
+    return type_name in ("int", "float") or type_name.startswith("tuple[int")
+
+
+def _has_bool(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(isinstance(v, bool) for v in value)
+    return isinstance(value, bool)
 
 
 _DATACLASSES = {
@@ -178,11 +193,16 @@ _DATACLASSES = {
 }
 
 
+_SECTIONS = ("env", "network", "ppo", "train", "checkpoint")
+
+
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
     node = data
     parts = dotted.split(".")
     for part in parts[:-1]:
-        child = node.setdefault(part, {})
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
         if not isinstance(child, dict):
             raise ConfigError(f"override {dotted}: {part} is not a section")
         node = child
@@ -207,6 +227,8 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
 def config_from_dict(data: dict[str, Any] | None) -> Config:
     """Build and validate a :class:`Config` from a nested dict."""
     data = {} if data is None else data
+    # A section whose keys are all commented out reads as null: treat it as empty.
+    data = {k: ({} if v is None and k in _SECTIONS else v) for k, v in data.items()}
     _check_keys(Config, data, "")
     try:
         config = dacite.from_dict(Config, data, config=_DACITE)
@@ -272,9 +294,12 @@ def validate(config: Config) -> None:
         + _suggest(env.name, envs.registered_envs()),
     )
     try:
+        _, default_params = envs.make(env.name)
         envs.make(env.name, **env.kwargs)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"env.kwargs: {err}") from None
+    for key, value in env.kwargs.items():
+        _check_env_param(key, value, getattr(default_params, key))
     _require(env.num_envs >= 1, f"env.num_envs must be >= 1, got {env.num_envs}")
     _require(env.action_repeat >= 1, f"env.action_repeat must be >= 1, got {env.action_repeat}")
     _require(
@@ -300,7 +325,7 @@ def validate(config: Config) -> None:
         f"ppo.num_minibatches: batch of {config.batch_size} (env.num_envs x ppo.num_steps) "
         f"does not divide into {ppo.num_minibatches} minibatches",
     )
-    _require(ppo.lr > 0, f"ppo.lr must be > 0, got {ppo.lr}")
+    _require(0 < ppo.lr < math.inf, f"ppo.lr must be a finite number > 0, got {ppo.lr}")
     _require(ppo.adam_eps > 0, f"ppo.adam_eps must be > 0, got {ppo.adam_eps}")
     _require(0 <= ppo.gamma <= 1, f"ppo.gamma must be in [0, 1], got {ppo.gamma}")
     _require(0 <= ppo.gae_lambda <= 1, f"ppo.gae_lambda must be in [0, 1], got {ppo.gae_lambda}")
@@ -327,6 +352,23 @@ def validate(config: Config) -> None:
         f"checkpoint.every_updates must be >= 0, got {ckpt.every_updates}",
     )
     _require(ckpt.keep >= 1, f"checkpoint.keep must be >= 1, got {ckpt.keep}")
+
+
+def _check_env_param(key: str, value: Any, default: Any) -> None:
+    """An env parameter override must have the kind of value its default has."""
+    if isinstance(default, bool) or getattr(default, "dtype", None) == bool:
+        ok = isinstance(value, bool)
+        kind = "bool"
+    elif isinstance(default, int) or "int" in str(getattr(default, "dtype", "")):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        kind = "int"
+    elif isinstance(default, float) or "float" in str(getattr(default, "dtype", "")):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        kind = "number"
+    else:
+        return  # arrays or other structures: checked by the env itself
+    if not ok:
+        raise ConfigError(f"env.kwargs.{key}: expected {kind}, got {value!r}")
 
 
 def _suggest(word: str, options: list[str]) -> str:

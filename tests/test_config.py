@@ -1,0 +1,290 @@
+"""Loading, validation, derived sizes and round-tripping of :mod:`jaxrl.config`."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+
+from jaxrl.config import (
+    Config,
+    ConfigError,
+    EnvConfig,
+    NetworkConfig,
+    PPOConfig,
+    TrainConfig,
+    config_from_dict,
+    load_config,
+    parse_overrides,
+    save_config,
+)
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "run.yaml"
+    path.write_text(text)
+    return path
+
+
+# ---- defaults and loading -------------------------------------------------------------------
+
+
+def test_defaults_load():
+    config = load_config(None)
+    assert config == Config()
+    assert config_from_dict({}) == Config()
+    assert config_from_dict(None) == Config()
+    assert config.env.name == "CartPole-v1"
+    assert isinstance(config.network.hidden_sizes, tuple)
+
+
+def test_config_is_frozen():
+    config = Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.seed = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.ppo.lr = 1.0  # type: ignore[misc]
+
+
+def test_yaml_file_and_overrides(tmp_path):
+    path = _write(
+        tmp_path,
+        "seed: 3\n"
+        "env:\n"
+        "  num_envs: 8\n"
+        "  kwargs: {max_steps_in_episode: 50}\n"
+        "network:\n"
+        "  hidden_sizes: [32, 16]\n"
+        "ppo:\n"
+        "  lr: 1e-3\n"
+        "  num_steps: 16\n",
+    )
+    config = load_config(path)
+    assert config.seed == 3
+    assert config.env.num_envs == 8
+    assert config.env.kwargs == {"max_steps_in_episode": 50}
+    assert config.network.hidden_sizes == (32, 16)
+    assert config.ppo.lr == pytest.approx(1e-3) and isinstance(config.ppo.lr, float)
+    assert config.ppo.num_steps == 16
+    # Keys absent from the file keep their defaults.
+    assert config.ppo.gamma == PPOConfig().gamma
+
+    config = load_config(
+        path, ["ppo.lr=5e-4", "network.hidden_sizes=[8, 8, 8]", "env.kwargs.gravity=5.0"]
+    )
+    assert config.ppo.lr == pytest.approx(5e-4)
+    assert config.network.hidden_sizes == (8, 8, 8)
+    assert config.env.kwargs == {"max_steps_in_episode": 50, "gravity": 5.0}
+    assert config.env.num_envs == 8  # untouched by the overrides
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [("1e-3", 1e-3), ("3E-4", 3e-4), ("1", 1.0), ("2.5e-4", 2.5e-4), ("0.001", 1e-3)],
+)
+def test_float_spellings(tmp_path, raw, want):
+    # PyYAML reads "1e-3" as a string and "1" as an int; both are valid floats here.
+    for config in (
+        load_config(_write(tmp_path, f"ppo:\n  lr: {raw}\n")),
+        load_config(None, [f"ppo.lr={raw}"]),
+    ):
+        assert isinstance(config.ppo.lr, float)
+        assert config.ppo.lr == pytest.approx(want)
+
+
+def test_int_for_float_gamma():
+    config = load_config(None, ["ppo.gamma=1", "ppo.gae_lambda=0"])
+    assert config.ppo.gamma == 1.0 and isinstance(config.ppo.gamma, float)
+    assert config.ppo.gae_lambda == 0.0 and isinstance(config.ppo.gae_lambda, float)
+
+
+def test_parse_overrides():
+    assert parse_overrides(["ppo.lr=1e-3", "network.hidden_sizes=[4, 4]", "seed=2"]) == [
+        ("ppo.lr", "1e-3"),
+        ("network.hidden_sizes", [4, 4]),
+        ("seed", 2),
+    ]
+    with pytest.raises(ConfigError, match="ppo.lr"):
+        parse_overrides(["ppo.lr"])
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        pytest.param(["ppo.lrr=0.1"], "ppo.lrr", id="unknown_nested_key"),
+        pytest.param(["network.widths=[4]"], "network.widths", id="unknown_network_key"),
+        pytest.param(["sede=1"], "sede", id="unknown_top_level_key"),
+        pytest.param(["ppo=3"], "ppo", id="section_not_a_mapping"),
+        pytest.param(["ppo.num_steps=abc"], "ppo.num_steps", id="str_for_int"),
+        pytest.param(["ppo.num_steps=1.5"], "ppo.num_steps", id="float_for_int"),
+        pytest.param(["ppo.anneal_lr=3"], "ppo.anneal_lr", id="int_for_bool"),
+        pytest.param(["ppo.lr=abc"], "ppo.lr", id="str_for_float"),
+        pytest.param(["env.name=[1]"], "env.name", id="list_for_str"),
+        pytest.param(["ppo.lr=-1e-3"], "ppo.lr", id="negative_lr"),
+        pytest.param(["ppo.lr=0"], "ppo.lr", id="zero_lr"),
+        pytest.param(["ppo.gamma=1.5"], "ppo.gamma", id="gamma_above_one"),
+        pytest.param(["ppo.clip_eps=0"], "ppo.clip_eps", id="zero_clip_eps"),
+        pytest.param(
+            ["env.num_envs=3", "ppo.num_steps=5", "ppo.num_minibatches=4"],
+            "ppo.num_minibatches",
+            id="batch_not_divisible",
+        ),
+        pytest.param(["env.name=CartPole-v7"], "env.name", id="unknown_env"),
+        pytest.param(["env.kwargs={foo: 1}"], "env.kwargs", id="bad_env_kwargs_key"),
+        pytest.param(["precision=fp16"], "precision", id="bad_precision"),
+        pytest.param(["network.activation=swish"], "network.activation", id="bad_activation"),
+        pytest.param(["network.hidden_sizes=[64, 0]"], "network.hidden_sizes", id="zero_width"),
+        pytest.param(["env.num_envs=0"], "env.num_envs", id="zero_envs"),
+        pytest.param(["train.total_steps=100"], "train.total_steps", id="total_below_batch"),
+        pytest.param(["checkpoint.keep=0"], "checkpoint.keep", id="keep_zero"),
+    ],
+)
+def test_config_error_names_key(overrides, key):
+    with pytest.raises(ConfigError, match=re.escape(key)) as err:
+        load_config(None, overrides)
+    assert "\n" not in str(err.value)  # one-line messages
+
+
+def test_unknown_key_suggests_close_match():
+    with pytest.raises(ConfigError, match=re.escape("did you mean ppo.lr")):
+        load_config(None, ["ppo.lrr=0.1"])
+
+
+def test_unknown_env_kwargs_key_is_named():
+    with pytest.raises(ConfigError, match="foo"):
+        load_config(None, ["env.kwargs={foo: 1}"])
+
+
+def test_unknown_env_is_named():
+    with pytest.raises(ConfigError, match="CartPole-v7"):
+        load_config(None, ["env.name=CartPole-v7"])
+
+
+def test_unknown_key_in_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=re.escape("ppo.lrr")):
+        load_config(_write(tmp_path, "ppo:\n  lrr: 0.1\n"))
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(_write(tmp_path, "ppo: [1, 2\n"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        pytest.param(["ppo.num_steps=true"], "ppo.num_steps", id="bool_for_int"),
+        pytest.param(["ppo.lr=true"], "ppo.lr", id="bool_for_float"),
+        pytest.param(
+            ["network.hidden_sizes=[64, true]"], "network.hidden_sizes", id="bool_in_int_tuple"
+        ),
+    ],
+)
+def test_bool_is_wrong_type_for_numbers(overrides, key):
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        load_config(None, overrides)
+
+
+def test_env_kwargs_value_of_wrong_type_is_rejected():
+    with pytest.raises(ConfigError, match="max_steps_in_episode"):
+        load_config(None, ["env.kwargs={max_steps_in_episode: abc}"])
+
+
+# ---- derived sizes --------------------------------------------------------------------------
+
+
+def test_derived_sizes():
+    config = load_config(
+        None,
+        [
+            "env.num_envs=8",
+            "ppo.num_steps=16",
+            "ppo.num_minibatches=4",
+            "train.total_steps=1000",
+            "train.updates_per_chunk=3",
+        ],
+    )
+    assert config.batch_size == 128  # 8 x 16
+    assert config.minibatch_size == 32  # 128 / 4
+    assert config.num_updates == 7  # 1000 // 128
+    assert config.chunk_updates == 3
+    assert config.num_chunks == 3  # ceil(7 / 3)
+
+
+def test_chunk_updates_capped_by_num_updates():
+    config = load_config(
+        None,
+        [
+            "env.num_envs=2",
+            "ppo.num_steps=4",
+            "train.total_steps=16",
+            "ppo.num_minibatches=2",
+            "train.updates_per_chunk=32",
+        ],
+    )
+    assert config.num_updates == 2
+    assert config.chunk_updates == 2
+    assert config.num_chunks == 1
+
+
+def test_total_steps_equal_to_one_batch_is_allowed():
+    config = load_config(
+        None, ["env.num_envs=2", "ppo.num_steps=4", "train.total_steps=8", "ppo.num_minibatches=1"]
+    )
+    assert config.num_updates == 1
+
+
+# ---- round trip -----------------------------------------------------------------------------
+
+
+def test_save_load_round_trip(tmp_path):
+    config = Config(
+        seed=7,
+        precision="bfloat16",
+        env=EnvConfig(
+            name="Pendulum-v1",
+            num_envs=2,
+            kwargs={"max_steps_in_episode": 50},
+            action_repeat=2,
+            normalize_obs=True,
+        ),
+        network=NetworkConfig(hidden_sizes=(32, 16), activation="relu", shared_torso=True),
+        ppo=PPOConfig(
+            num_steps=8,
+            num_minibatches=2,
+            lr=1e-3,
+            adam_eps=1e-8,
+            gamma=0.95,
+            clip_value=False,
+            normalize_advantages=False,
+        ),
+        train=TrainConfig(total_steps=1600, updates_per_chunk=4, progress_bar=False),
+    )
+    path = tmp_path / "config.yaml"
+    save_config(config, path)
+    loaded = load_config(path)
+    assert loaded == config
+    assert loaded.to_dict() == config.to_dict()
+    assert isinstance(loaded.network.hidden_sizes, tuple)
+    # And the defaults survive a round trip too.
+    save_config(Config(), path)
+    assert load_config(path) == Config()
+
+
+# ---- shipped configs ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_config_loads(path):
+    config = load_config(path)
+    assert config.num_updates >= 1
+    assert config.batch_size % config.ppo.num_minibatches == 0
