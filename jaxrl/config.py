@@ -20,6 +20,7 @@ import yaml
 
 PRECISIONS = ("float32", "bfloat16", "auto")
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
+CORES = ("none", "gru", "lstm")
 
 
 class ConfigError(ValueError):
@@ -44,6 +45,9 @@ class NetworkConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)  # MLP torso widths
     activation: str = "tanh"  # one of ACTIVATIONS
     shared_torso: bool = False  # one torso for actor and critic, or one each
+    core: str = "none"  # recurrent core between torso and heads: none | gru | lstm
+    core_size: int = 128  # recurrent core width
+    core_unroll: int = 1  # time steps unrolled per loop iteration of the core's scan
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class PPOConfig:
     num_steps: int = 128  # rollout length T per update
     update_epochs: int = 4  # passes over each rollout
     num_minibatches: int = 4  # minibatches per epoch
+    sequence_length: int = 0  # recurrent: BPTT chunk length (divides num_steps); 0 = num_steps
     lr: float = 2.5e-4  # Adam learning rate
     anneal_lr: bool = True  # linear decay of lr to 0 over training
     adam_eps: float = 1e-5  # Adam epsilon
@@ -107,6 +112,18 @@ class Config:
     def minibatch_size(self) -> int:
         """Transitions per minibatch."""
         return self.batch_size // self.ppo.num_minibatches
+
+    @property
+    def sequence_length(self) -> int:
+        """Time steps per training sequence: 1 without a core (samples shuffle freely)."""
+        if self.network.core == "none":
+            return 1
+        return self.ppo.sequence_length or self.ppo.num_steps
+
+    @property
+    def num_sequences(self) -> int:
+        """Training sequences per update; minibatches shuffle whole sequences."""
+        return self.batch_size // self.sequence_length
 
     @property
     def num_updates(self) -> int:
@@ -314,7 +331,17 @@ def validate(config: Config) -> None:
         len(net.hidden_sizes) >= 1 and all(h >= 1 for h in net.hidden_sizes),
         f"network.hidden_sizes must be positive widths, got {list(net.hidden_sizes)}",
     )
+    _require(
+        net.core in CORES, f"network.core must be one of {', '.join(CORES)}, got {net.core!r}"
+    )
+    _require(net.core_size >= 1, f"network.core_size must be >= 1, got {net.core_size}")
+    _require(net.core_unroll >= 1, f"network.core_unroll must be >= 1, got {net.core_unroll}")
     _require(ppo.num_steps >= 1, f"ppo.num_steps must be >= 1, got {ppo.num_steps}")
+    _require(
+        ppo.sequence_length >= 0 and (ppo.sequence_length == 0 or ppo.num_steps % ppo.sequence_length == 0),
+        f"ppo.sequence_length ({ppo.sequence_length}) must divide ppo.num_steps "
+        f"({ppo.num_steps}) (0 = whole rollout)",
+    )
     _require(ppo.update_epochs >= 1, f"ppo.update_epochs must be >= 1, got {ppo.update_epochs}")
     _require(
         ppo.num_minibatches >= 1,
@@ -324,6 +351,12 @@ def validate(config: Config) -> None:
         config.batch_size % ppo.num_minibatches == 0,
         f"ppo.num_minibatches: batch of {config.batch_size} (env.num_envs x ppo.num_steps) "
         f"does not divide into {ppo.num_minibatches} minibatches",
+    )
+    _require(
+        config.num_sequences % ppo.num_minibatches == 0,
+        f"ppo.num_minibatches: {config.num_sequences} sequences of {config.sequence_length} "
+        f"steps (env.num_envs x ppo.num_steps / sequence_length) do not divide into "
+        f"{ppo.num_minibatches} minibatches",
     )
     _require(0 < ppo.lr < math.inf, f"ppo.lr must be a finite number > 0, got {ppo.lr}")
     _require(ppo.adam_eps > 0, f"ppo.adam_eps must be > 0, got {ppo.adam_eps}")

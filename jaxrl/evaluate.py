@@ -16,14 +16,16 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from jaxrl.checkpoint import CheckpointError, Checkpointer, PolicyState
 from jaxrl.config import ConfigError, load_config
-from jaxrl.networks import make_distribution
+from jaxrl.rollout import act
 from jaxrl.normalize import normalize
 from jaxrl.setup import Setup, make_setup
 from jaxrl.types import RunningStats
@@ -46,6 +48,19 @@ class EvalResult:
         return dataclasses.asdict(self)
 
 
+class EvalCarry(struct.PyTreeNode):
+    """State of the evaluation loop over ``E`` envs, one episode each."""
+
+    obs: jax.Array  # [E, *obs_shape] raw observation
+    env_state: Any  # [E] env state
+    hidden: Any  # [E, ...] recurrent carry
+    is_first: jax.Array  # [E] bool
+    done: jax.Array  # [E] bool, the env's first episode has ended
+    episode_return: jax.Array  # [E] float32, its return once done
+    episode_length: jax.Array  # [E] int32, its length once done
+    key: jax.Array
+
+
 def run_episodes(
     setup: Setup,
     policy: PolicyState,
@@ -64,33 +79,40 @@ def run_episodes(
         jax.random.split(key_reset, episodes), setup.env_params
     )
 
-    def body(carry):
-        obs, env_state, done, ret, length, key = carry
-        key, key_act, key_env = jax.random.split(key, 3)
-        policy_params, _ = setup.network.apply(
-            policy.params, normalize(policy.obs_stats, obs, enabled)
+    def body(c: EvalCarry) -> EvalCarry:
+        key, key_act, key_env = jax.random.split(c.key, 3)
+        obs_norm = normalize(policy.obs_stats, c.obs, enabled)
+        hidden, action, _, _ = act(
+            setup, policy.params, c.hidden, obs_norm, c.is_first, key_act, deterministic
         )
-        dist = make_distribution(policy_params, setup.discrete)
-        action = dist.mode() if deterministic else dist.sample(seed=key_act)
-        obs, env_state, reward, _, _, info = jax.vmap(setup.env.step, in_axes=(0, 0, 0, None))(
-            jax.random.split(key_env, episodes), env_state, action, setup.env_params
-        )
+        obs, env_state, _, terminated, truncated, info = jax.vmap(
+            setup.env.step, in_axes=(0, 0, 0, None)
+        )(jax.random.split(key_env, episodes), c.env_state, action, setup.env_params)
         # Record each env's first episode only; later episodes (after auto-reset) are ignored.
-        finished = jnp.logical_and(info["episode_done"], ~done)
-        ret = jnp.where(finished, info["episode_return"], ret)
-        length = jnp.where(finished, info["episode_length"], length)
-        return obs, env_state, jnp.logical_or(done, finished), ret, length, key
+        finished = jnp.logical_and(info["episode_done"], ~c.done)
+        return EvalCarry(
+            obs=obs,
+            env_state=env_state,
+            hidden=hidden,
+            is_first=jnp.logical_or(terminated, truncated),
+            done=jnp.logical_or(c.done, finished),
+            episode_return=jnp.where(finished, info["episode_return"], c.episode_return),
+            episode_length=jnp.where(finished, info["episode_length"], c.episode_length),
+            key=key,
+        )
 
-    init = (
-        obs,
-        env_state,
-        jnp.zeros(episodes, bool),
-        jnp.zeros(episodes, jnp.float32),
-        jnp.zeros(episodes, jnp.int32),
-        key_loop,
+    init = EvalCarry(
+        obs=obs,
+        env_state=env_state,
+        hidden=setup.network.initial_hidden(episodes),
+        is_first=jnp.ones(episodes, bool),
+        done=jnp.zeros(episodes, bool),
+        episode_return=jnp.zeros(episodes, jnp.float32),
+        episode_length=jnp.zeros(episodes, jnp.int32),
+        key=key_loop,
     )
-    out = jax.lax.while_loop(lambda c: ~c[2].all(), body, init)
-    return out[3], out[4]
+    out = jax.lax.while_loop(lambda c: ~c.done.all(), body, init)
+    return out.episode_return, out.episode_length
 
 
 def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, PolicyState, int]:
@@ -102,7 +124,10 @@ def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, Po
     setup = make_setup(config)
     like = PolicyState(
         params=setup.network.init(
-            jax.random.key(0), jnp.zeros((1,) + setup.obs_shape, jnp.float32)
+            jax.random.key(0),
+            setup.network.initial_hidden(1),
+            jnp.zeros((1, 1) + setup.obs_shape, jnp.float32),
+            jnp.ones((1, 1), bool),
         ),
         obs_stats=RunningStats.create(setup.obs_shape),
     )

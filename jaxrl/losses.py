@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -22,14 +24,16 @@ class LossHyperparams(struct.PyTreeNode):
 
 
 class Minibatch(struct.PyTreeNode):
-    """Samples of one minibatch; leading axis ``N``."""
+    """``N`` training sequences of ``L`` steps, time-major (``L = 1`` without a core)."""
 
-    obs: jax.Array  # [N, *obs_shape] float32
-    action: jax.Array  # [N] int32 or [N, A] float32
-    log_prob: jax.Array  # [N] float32, behaviour log-prob
-    value: jax.Array  # [N] float32, behaviour value
-    advantage: jax.Array  # [N] float32
-    target: jax.Array  # [N] float32, value target (GAE return)
+    obs: jax.Array  # [L, N, *obs_shape] float32
+    is_first: jax.Array  # [L, N] bool, the core resets before this step
+    hidden: Any  # [N, ...] float32 carry each sequence started from (() without a core)
+    action: jax.Array  # [L, N] int32 or [L, N, A] float32
+    log_prob: jax.Array  # [L, N] float32, behaviour log-prob
+    value: jax.Array  # [L, N] float32, behaviour value
+    advantage: jax.Array  # [L, N] float32
+    target: jax.Array  # [L, N] float32, value target (GAE return)
 
 
 def ppo_loss(
@@ -39,7 +43,7 @@ def ppo_loss(
     hp: LossHyperparams,
     discrete: bool,
 ) -> tuple[jax.Array, LossMetrics]:
-    """PPO loss of one minibatch.
+    """PPO loss of one minibatch; the network re-runs each sequence from its stored state.
 
     ``loss = policy_loss + vf_coef * value_loss - ent_coef * entropy`` with
     ``policy_loss = -E[min(r A, clip(r, 1-eps, 1+eps) A)]`` and
@@ -49,7 +53,7 @@ def ppo_loss(
     Returns:
       ``(loss (), LossMetrics)``.
     """
-    policy_params, value = network.apply(params, batch.obs)
+    _, policy_params, value = network.apply(params, batch.hidden, batch.obs, batch.is_first)
     dist = make_distribution(policy_params, discrete)
     log_prob = dist.log_prob(batch.action)
     entropy = dist.entropy().mean()

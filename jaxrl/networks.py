@@ -1,13 +1,19 @@
-"""Flax linen actor-critic networks and the action distributions they parametrise.
+"""Flax linen actor-critic networks, recurrent cores and the action distributions.
 
-Params are always float32; layers compute in ``dtype`` (float32 or bfloat16); logits,
-means, log-stds and values leave the network in float32, because softmax and log-probs
-lose too much precision in bf16.
+Every network call is sequence-shaped: ``obs [L, N, *obs_shape]`` with reset flags
+``is_first [L, N]`` and a hidden state for the ``N`` sequences. Acting is the ``L = 1``
+case; the feed-forward network is the same code with no core (its hidden state is the
+empty tuple), so the trainer has a single code path.
+
+Precision: params are always float32; layers compute in ``dtype`` (float32 or bfloat16);
+logits, means, log-stds, values and the recurrent carries are float32 (softmax and
+log-probs lose too much in bf16, and a bf16 carry would drift over long sequences).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import distrax
 import flax.linen as nn
@@ -22,6 +28,19 @@ ACTIVATIONS = {
     "gelu": nn.gelu,
     "silu": nn.silu,
 }
+CORES = ("none", "gru", "lstm")
+
+
+def _dense(features: int, scale: float, dtype: Any, name: str | None = None, bias=True):
+    return nn.Dense(
+        features,
+        kernel_init=nn.initializers.orthogonal(scale),
+        bias_init=nn.initializers.zeros,
+        use_bias=bias,
+        dtype=dtype,
+        param_dtype=jnp.float32,
+        name=name,
+    )
 
 
 class MLP(nn.Module):
@@ -29,30 +48,103 @@ class MLP(nn.Module):
 
     hidden_sizes: Sequence[int]
     activation: str = "tanh"
-    dtype: jnp.dtype = jnp.float32
+    dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATIONS[self.activation]
         x = x.astype(self.dtype)
         for width in self.hidden_sizes:
-            x = nn.Dense(
-                width,
-                kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
-                bias_init=nn.initializers.zeros,
-                dtype=self.dtype,
-                param_dtype=jnp.float32,
-            )(x)
-            x = act(x)
+            x = act(_dense(width, np.sqrt(2), self.dtype)(x))
         return x
 
 
-class ActorCritic(nn.Module):
-    """Actor and critic on an MLP torso (shared or one each).
+# ---- recurrent cores -----------------------------------------------------------------------
+# The input projection of every time step is one matmul outside the time loop; only the
+# hidden-to-hidden matmul and the gates run inside ``nn.scan``. On CPU the loop overhead
+# per step dominates, so this halves the work inside the loop.
 
-    ``__call__(obs [..., *obs_shape]) -> (policy_params, value [...])`` where
-    ``policy_params`` is ``logits [..., num_actions]`` (discrete) or
-    ``(mean [..., A], log_std [A])`` (continuous), all float32.
+
+class _GRUStep(nn.Module):
+    """One GRU step on a precomputed input projection; resets where ``is_first``."""
+
+    size: int
+    dtype: Any
+
+    @nn.compact
+    def __call__(self, h: jax.Array, inputs: tuple[jax.Array, jax.Array]):
+        x_proj, is_first = inputs  # [N, 3H] (compute dtype), [N] bool
+        h = jnp.where(is_first[:, None], 0.0, h)  # [N, H] float32
+        h_proj = _dense(3 * self.size, 1.0, self.dtype, name="hidden")(h.astype(self.dtype))
+        xr, xz, xn = jnp.split(x_proj.astype(jnp.float32), 3, axis=-1)
+        hr, hz, hn = jnp.split(h_proj.astype(jnp.float32), 3, axis=-1)
+        r = nn.sigmoid(xr + hr)
+        z = nn.sigmoid(xz + hz)
+        n = jnp.tanh(xn + r * hn)
+        h = (1.0 - z) * n + z * h
+        return h, h
+
+
+class _LSTMStep(nn.Module):
+    """One LSTM step on a precomputed input projection; resets where ``is_first``."""
+
+    size: int
+    dtype: Any
+
+    @nn.compact
+    def __call__(self, carry: tuple[jax.Array, jax.Array], inputs):
+        x_proj, is_first = inputs  # [N, 4H], [N]
+        c, h = (jnp.where(is_first[:, None], 0.0, s) for s in carry)
+        h_proj = _dense(4 * self.size, 1.0, self.dtype, name="hidden")(h.astype(self.dtype))
+        gates = x_proj.astype(jnp.float32) + h_proj.astype(jnp.float32)
+        i, f, g, o = jnp.split(gates, 4, axis=-1)
+        c = nn.sigmoid(f + 1.0) * c + nn.sigmoid(i) * jnp.tanh(g)  # forget bias 1
+        h = nn.sigmoid(o) * jnp.tanh(c)
+        return (c, h), h
+
+
+class RecurrentCore(nn.Module):
+    """GRU or LSTM over a sequence: ``(carry, x [L, N, F], is_first [L, N]) -> (carry, y [L, N, H])``.
+
+    The carry (float32) is reset to zeros at every step where ``is_first`` is set, inside
+    the scanned cell, both while acting and while re-running stored sequences in the loss.
+    """
+
+    kind: str
+    size: int
+    dtype: Any = jnp.float32
+    unroll: int = 1
+
+    @nn.compact
+    def __call__(self, carry, x: jax.Array, is_first: jax.Array):
+        gates = 3 if self.kind == "gru" else 4
+        x_proj = _dense(gates * self.size, 1.0, self.dtype, name="input")(x)
+        step = _GRUStep if self.kind == "gru" else _LSTMStep
+        scan = nn.scan(
+            step,
+            variable_broadcast="params",
+            split_rngs={"params": False},
+            in_axes=0,
+            out_axes=0,
+            unroll=self.unroll,
+        )
+        return scan(self.size, self.dtype, name="cell")(carry, (x_proj, is_first))
+
+    @staticmethod
+    def initial_carry(kind: str, size: int, batch: int):
+        """Zeros: ``[N, H]`` (GRU) or ``([N, H], [N, H])`` (LSTM), float32."""
+        zeros = lambda: jnp.zeros((batch, size), jnp.float32)  # noqa: E731
+        return zeros() if kind == "gru" else (zeros(), zeros())
+
+
+class ActorCritic(nn.Module):
+    """MLP torso(s) -> optional recurrent core(s) -> actor and critic heads.
+
+    ``__call__(hidden, obs [L, N, *obs_shape], is_first [L, N])`` returns
+    ``(hidden, policy_params, value [L, N])`` where ``policy_params`` is
+    ``logits [L, N, num_actions]`` (discrete) or ``(mean [L, N, A], log_std [A])``
+    (continuous), float32. ``hidden`` is ``()`` without a core, one core's carry with a
+    shared torso, and ``(actor_carry, critic_carry)`` with separate torsos.
     """
 
     action_dim: int
@@ -60,29 +152,46 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
-    dtype: jnp.dtype = jnp.float32
+    core: str = "none"
+    core_size: int = 128
+    core_unroll: int = 1
+    dtype: Any = jnp.float32
     obs_ndim: int = 1  # trailing observation axes, flattened into one feature axis
 
     @nn.compact
-    def __call__(self, obs: jax.Array):
-        obs = obs.reshape(obs.shape[: obs.ndim - self.obs_ndim] + (-1,))
+    def __call__(self, hidden, obs: jax.Array, is_first: jax.Array):
+        x = obs.reshape(obs.shape[: obs.ndim - self.obs_ndim] + (-1,))
         torso = lambda name: MLP(self.hidden_sizes, self.activation, self.dtype, name=name)  # noqa: E731
-        actor_h = torso("actor_torso")(obs)
-        critic_h = actor_h if self.shared_torso else torso("critic_torso")(obs)
-        head = lambda n, scale, name: nn.Dense(  # noqa: E731
-            n,
-            kernel_init=nn.initializers.orthogonal(scale),
-            bias_init=nn.initializers.zeros,
-            dtype=self.dtype,
-            param_dtype=jnp.float32,
-            name=name,
+        core = lambda name: RecurrentCore(  # noqa: E731
+            self.core, self.core_size, self.dtype, self.core_unroll, name=name
         )
-        out = head(self.action_dim, 0.01, "actor_head")(actor_h).astype(jnp.float32)
-        value = head(1, 1.0, "critic_head")(critic_h).astype(jnp.float32)[..., 0]
+        actor_h = torso("actor_torso")(x)
+        if self.shared_torso:
+            if self.core != "none":
+                hidden, actor_h = core("core")(hidden, actor_h, is_first)
+            critic_h = actor_h
+        else:
+            critic_h = torso("critic_torso")(x)
+            if self.core != "none":
+                actor_carry, critic_carry = hidden
+                actor_carry, actor_h = core("actor_core")(actor_carry, actor_h, is_first)
+                critic_carry, critic_h = core("critic_core")(critic_carry, critic_h, is_first)
+                hidden = (actor_carry, critic_carry)
+        out = _dense(self.action_dim, 0.01, self.dtype, "actor_head")(actor_h)
+        value = _dense(1, 1.0, self.dtype, "critic_head")(critic_h)
+        out, value = out.astype(jnp.float32), value.astype(jnp.float32)[..., 0]
         if self.discrete:
-            return out, value
+            return hidden, out, value
         log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,), jnp.float32)
-        return (out, log_std), value
+        return hidden, (out, log_std), value
+
+    def initial_hidden(self, batch: int):
+        """The hidden state of ``batch`` fresh sequences (``()`` without a core)."""
+        if self.core == "none":
+            return ()
+        carry = lambda: RecurrentCore.initial_carry(self.core, self.core_size, batch)  # noqa: E731
+        # Distinct buffers per core: the runner state is donated leaf by leaf.
+        return carry() if self.shared_torso else (carry(), carry())
 
 
 def make_distribution(policy_params, discrete: bool) -> distrax.Distribution:

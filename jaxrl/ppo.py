@@ -45,21 +45,33 @@ def minibatch_step(
     return OptState(params=params, opt_state=opt_state), step_metrics
 
 
-def shuffle_minibatches(
-    batch: Minibatch, key: jax.Array, num_minibatches: int
-) -> Minibatch:
-    """Permute ``[N, ...]`` samples and cut them into ``[num_minibatches, N // M, ...]``."""
-    size = batch.advantage.shape[0]
+def shuffle_minibatches(batch: Minibatch, key: jax.Array, num_minibatches: int) -> Minibatch:
+    """Permute whole sequences and cut them into ``num_minibatches`` minibatches.
+
+    ``batch`` holds ``N`` sequences (axis 1 of the ``[L, N, ...]`` fields, axis 0 of the
+    hidden state); time is never shuffled. Returns fields with a leading minibatch axis:
+    ``[M, L, N // M, ...]`` and hidden ``[M, N // M, ...]``.
+    """
+    size = batch.advantage.shape[1]
     perm = jax.random.permutation(key, size)
-    return jax.tree.map(
-        lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]), batch
-    )
+
+    def cut_time_major(x):
+        x = jnp.take(x, perm, axis=1)
+        x = x.reshape((x.shape[0], num_minibatches, -1) + x.shape[2:])
+        return jnp.swapaxes(x, 0, 1)
+
+    def cut_batch_major(x):
+        return jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:])
+
+    hidden = jax.tree.map(cut_batch_major, batch.hidden)
+    rest = jax.tree.map(cut_time_major, batch.replace(hidden=()))
+    return rest.replace(hidden=hidden)
 
 
 def update_epochs(
     setup: Setup, state: OptState, batch: Minibatch, key: jax.Array
 ) -> tuple[OptState, StepMetrics]:
-    """``update_epochs`` passes of ``num_minibatches`` steps over a flat ``[N, ...]`` batch.
+    """``update_epochs`` passes of ``num_minibatches`` steps over ``N`` sequences.
 
     Returns the final state and the step metrics stacked ``[epochs, minibatches]``.
     """

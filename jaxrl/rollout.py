@@ -1,4 +1,9 @@
-"""Acting: a ``lax.scan`` of vmapped policy sampling and env steps."""
+"""Acting: a ``lax.scan`` of vmapped policy sampling and env steps.
+
+The rollout is cut into chunks of ``sequence_length`` steps (one chunk without a
+recurrent core); the hidden state at the start of each chunk is returned, since each
+training sequence re-runs the core from the state it started from.
+"""
 
 from __future__ import annotations
 
@@ -19,19 +24,50 @@ class RolloutCarry(struct.PyTreeNode):
 
     env_state: Any  # [B] env state
     obs: jax.Array  # [B, *obs_shape] raw observation
+    is_first: jax.Array  # [B] bool, obs starts an episode
+    hidden: Any  # [B, ...] recurrent carry, before the reset for ``is_first`` is applied
     obs_stats: RunningStats
 
 
-def act(setup: Setup, params, obs_norm: jax.Array, key: jax.Array):
-    """Sample actions for normalised observations ``[B, ...]``.
+def act(
+    setup: Setup,
+    params,
+    hidden,
+    obs_norm: jax.Array,
+    is_first: jax.Array,
+    key: jax.Array,
+    deterministic: bool = False,
+):
+    """Choose actions for one step of normalised observations ``[B, ...]``.
+
+    Samples from the policy, or takes its mode when ``deterministic``.
 
     Returns:
-      ``(action [B, *action_shape], log_prob [B], value [B])``.
+      ``(hidden, action [B, *action_shape], log_prob [B], value [B])``.
     """
-    policy_params, value = setup.network.apply(params, obs_norm)
+    hidden, policy_params, value = setup.network.apply(
+        params, hidden, obs_norm[None], is_first[None]
+    )
+    if setup.discrete:
+        policy_params = policy_params[0]  # logits [B, num_actions]
+    else:
+        mean, log_std = policy_params
+        policy_params = (mean[0], log_std)  # mean [B, A], log_std [A]
     dist = make_distribution(policy_params, setup.discrete)
-    action, log_prob = dist.sample_and_log_prob(seed=key)
-    return action, log_prob, value
+    if deterministic:
+        action = dist.mode()
+        log_prob = dist.log_prob(action)
+    else:
+        action, log_prob = dist.sample_and_log_prob(seed=key)
+    return hidden, action, log_prob, value[0]
+
+
+def value_of(
+    setup: Setup, params, hidden, obs_norm: jax.Array, is_first: jax.Array
+) -> jax.Array:
+    """``V(obs) [B]`` of one step of normalised observations, after ``hidden``."""
+    _, _, value = setup.network.apply(params, hidden, obs_norm[None], is_first[None])
+    return value[0]
 
 
 def env_step(
@@ -43,34 +79,71 @@ def env_step(
     enabled = setup.config.env.normalize_obs
     obs_stats = update_stats(carry.obs_stats, carry.obs) if enabled else carry.obs_stats
     obs_norm = normalize(obs_stats, carry.obs, enabled)
-    action, log_prob, value = act(setup, params, obs_norm, key_act)
+    hidden, action, log_prob, value = act(
+        setup, params, carry.hidden, obs_norm, carry.is_first, key_act
+    )
     keys_env = jax.random.split(key_env, obs_norm.shape[0])
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
         setup.env.step, in_axes=(0, 0, 0, None)
     )(keys_env, carry.env_state, action, setup.env_params)
+    truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
+    # Truncation bootstraps from the value of the pre-reset observation, seen with the
+    # hidden state of the episode it ends. Time limits are rare, so skip it when unused.
+    final_value = jax.lax.cond(
+        truncated.any(),
+        lambda: value_of(
+            setup,
+            params,
+            hidden,
+            normalize(obs_stats, info["final_observation"], enabled),
+            jnp.zeros_like(truncated),  # the final obs continues the episode that ends
+        ),
+        lambda: jnp.zeros_like(value),
+    )
     transition = Transition(
         obs=obs_norm,
+        is_first=carry.is_first,
         action=action,
         log_prob=log_prob,
         value=value,
         reward=reward.astype(jnp.float32) * setup.config.ppo.reward_scale,
         terminated=terminated,
-        truncated=jnp.logical_and(truncated, jnp.logical_not(terminated)),
-        final_obs=normalize(obs_stats, info["final_observation"], enabled),
+        truncated=truncated,
+        final_value=jnp.where(truncated, final_value, 0.0),
         episode_done=info["episode_done"],
         episode_return=info["episode_return"],
         episode_length=info["episode_length"],
     )
     new_carry = RolloutCarry(
-        env_state=env_state, obs=obs.astype(jnp.float32), obs_stats=obs_stats
+        env_state=env_state,
+        obs=obs.astype(jnp.float32),
+        is_first=jnp.logical_or(terminated, truncated),
+        hidden=hidden,
+        obs_stats=obs_stats,
     )
     return new_carry, transition
 
 
 def rollout(
     setup: Setup, params, carry: RolloutCarry, key: jax.Array
-) -> tuple[RolloutCarry, Transition]:
-    """``ppo.num_steps`` agent steps; returns the new carry and ``Transition[T, B]``."""
-    keys = jax.random.split(key, setup.config.ppo.num_steps)
-    step = lambda c, k: env_step(setup, params, c, k)  # noqa: E731
-    return jax.lax.scan(step, carry, keys)
+) -> tuple[RolloutCarry, Transition, Any]:
+    """``ppo.num_steps`` agent steps.
+
+    Returns:
+      ``(carry, Transition[T, B], initial_hidden [C, B, ...])`` with ``C`` chunks of
+      ``sequence_length`` steps (``C = 1`` and an empty hidden state without a core).
+    """
+    config = setup.config
+    num_steps = config.ppo.num_steps
+    chunk = config.sequence_length if config.network.core != "none" else num_steps
+    keys = jax.random.split(key, num_steps).reshape(num_steps // chunk, chunk)
+
+    def run_chunk(c: RolloutCarry, chunk_keys: jax.Array):
+        step = lambda c_, k: env_step(setup, params, c_, k)  # noqa: E731
+        start_hidden = c.hidden
+        c, transitions = jax.lax.scan(step, c, chunk_keys)
+        return c, (transitions, start_hidden)
+
+    carry, (transitions, start_hidden) = jax.lax.scan(run_chunk, carry, keys)
+    transitions = jax.tree.map(lambda x: x.reshape((num_steps,) + x.shape[2:]), transitions)
+    return carry, transitions, start_hidden

@@ -90,6 +90,9 @@ def make_setup(config: Config) -> Setup:
         hidden_sizes=tuple(config.network.hidden_sizes),
         activation=config.network.activation,
         shared_torso=config.network.shared_torso,
+        core=config.network.core,
+        core_size=config.network.core_size,
+        core_unroll=config.network.core_unroll,
         dtype=dtype,
         obs_ndim=len(obs_shape),
     )

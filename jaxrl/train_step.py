@@ -16,7 +16,7 @@ from jaxrl.gae import bootstrap_values, gae
 from jaxrl.losses import Minibatch
 from jaxrl.normalize import normalize
 from jaxrl.ppo import OptState, update_epochs
-from jaxrl.rollout import RolloutCarry, rollout
+from jaxrl.rollout import RolloutCarry, rollout, value_of
 from jaxrl.setup import Setup, current_learning_rate
 from jaxrl.types import ChunkMetrics, LossMetrics, RunnerState, RunningStats, UpdateMetrics
 
@@ -29,12 +29,19 @@ def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
     obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
         jax.random.split(key_reset, num_envs), setup.env_params
     )
-    params = setup.network.init(key_params, jnp.zeros((1,) + setup.obs_shape, jnp.float32))
+    params = setup.network.init(
+        key_params,
+        setup.network.initial_hidden(1),
+        jnp.zeros((1, 1) + setup.obs_shape, jnp.float32),
+        jnp.ones((1, 1), bool),
+    )
     return RunnerState(
         params=params,
         opt_state=setup.optimizer.init(params),
         env_state=env_state,
         obs=obs.astype(jnp.float32),
+        is_first=jnp.ones((num_envs,), bool),
+        hidden=setup.network.initial_hidden(num_envs),
         obs_stats=RunningStats.create(setup.obs_shape),
         key=key_runner,
         update_step=jnp.zeros((), jnp.int32),
@@ -49,24 +56,44 @@ def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
     return jnp.where(var_returns > 0, 1.0 - jnp.var(returns - values) / var_returns, jnp.nan)
 
 
+def make_sequences(setup: Setup, data: Minibatch, start_hidden) -> Minibatch:
+    """Cut ``[T, B, ...]`` rollout data into ``N = B * T / L`` sequences ``[L, N, ...]``.
+
+    Sequence ``c * B + b`` is env ``b``'s steps ``c*L .. c*L + L - 1``; its hidden state is
+    ``start_hidden[c, b]`` (``start_hidden`` is ``[C, B, ...]``, or ``()`` without a core).
+    Without a core ``L = 1``: every step is its own sequence and minibatches shuffle steps.
+    """
+    length = setup.config.sequence_length
+
+    def cut(x):
+        num_steps, num_envs = x.shape[:2]
+        x = x.reshape((num_steps // length, length, num_envs) + x.shape[2:])
+        x = jnp.swapaxes(x, 0, 1)
+        return x.reshape((length, -1) + x.shape[3:])
+
+    sequences = jax.tree.map(cut, data.replace(hidden=()))
+    hidden = jax.tree.map(lambda h: h.reshape((-1,) + h.shape[2:]), start_hidden)
+    return sequences.replace(hidden=hidden)
+
+
 def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetrics]:
     """One PPO update: a rollout of ``T`` steps on ``B`` envs, GAE, then the epochs."""
     ppo = setup.config.ppo
     key, key_rollout, key_epochs = jax.random.split(runner.key, 3)
 
-    carry = RolloutCarry(env_state=runner.env_state, obs=runner.obs, obs_stats=runner.obs_stats)
-    carry, traj = rollout(setup, runner.params, carry, key_rollout)
+    carry = RolloutCarry(
+        env_state=runner.env_state,
+        obs=runner.obs,
+        is_first=runner.is_first,
+        hidden=runner.hidden,
+        obs_stats=runner.obs_stats,
+    )
+    carry, traj, start_hidden = rollout(setup, runner.params, carry, key_rollout)
 
-    # Values of the observation after the rollout and of every pre-reset final observation,
-    # in one batched forward pass.
     last_obs = normalize(carry.obs_stats, carry.obs, setup.config.env.normalize_obs)
-    num_steps, num_envs = traj.reward.shape
-    both = jnp.concatenate([traj.final_obs.reshape((-1,) + setup.obs_shape), last_obs])
-    _, both_values = setup.network.apply(runner.params, both)
-    final_values = both_values[: num_steps * num_envs].reshape(num_steps, num_envs)
-    last_value = both_values[num_steps * num_envs :]
-
-    next_values = bootstrap_values(traj.value, last_value, final_values, traj.truncated)
+    # is_first resets the core before the value: an episode that just began has no history.
+    last_value = value_of(setup, runner.params, carry.hidden, last_obs, carry.is_first)
+    next_values = bootstrap_values(traj.value, last_value, traj.final_value, traj.truncated)
     advantages, targets = gae(
         traj.reward,
         traj.value,
@@ -76,15 +103,19 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         ppo.gamma,
         ppo.gae_lambda,
     )
-
-    flat = lambda x: x.reshape((num_steps * num_envs,) + x.shape[2:])  # noqa: E731
-    batch = Minibatch(
-        obs=flat(traj.obs),
-        action=flat(traj.action),
-        log_prob=flat(traj.log_prob),
-        value=flat(traj.value),
-        advantage=flat(advantages),
-        target=flat(targets),
+    batch = make_sequences(
+        setup,
+        Minibatch(
+            obs=traj.obs,
+            is_first=traj.is_first,
+            hidden=(),
+            action=traj.action,
+            log_prob=traj.log_prob,
+            value=traj.value,
+            advantage=advantages,
+            target=targets,
+        ),
+        start_hidden,
     )
     learning_rate = current_learning_rate(runner.opt_state)
     opt, steps = update_epochs(
@@ -97,6 +128,8 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         opt_state=opt.opt_state,
         env_state=carry.env_state,
         obs=carry.obs,
+        is_first=carry.is_first,
+        hidden=carry.hidden,
         obs_stats=carry.obs_stats,
         key=key,
         update_step=runner.update_step + 1,

@@ -17,13 +17,14 @@ class Transition(struct.PyTreeNode):
     """One agent step for every env; stacked to ``[T, B, ...]`` by the rollout scan."""
 
     obs: jax.Array  # [B, *obs_shape] float32, normalised observation the policy saw
+    is_first: jax.Array  # [B] bool, obs starts an episode (the hidden state was reset here)
     action: jax.Array  # [B] int32 (discrete) or [B, A] float32 (continuous), unclipped
     log_prob: jax.Array  # [B] float32, log pi_old(action | obs)
     value: jax.Array  # [B] float32, V_old(obs)
     reward: jax.Array  # [B] float32, scaled reward
     terminated: jax.Array  # [B] bool, episode ended in a terminal state: no bootstrap
     truncated: jax.Array  # [B] bool, episode cut by a time limit: bootstrap from final obs
-    final_obs: jax.Array  # [B, *obs_shape] float32, normalised pre-reset next observation
+    final_value: jax.Array  # [B] float32, V(pre-reset next obs) where truncated, else 0
     episode_done: jax.Array  # [B] bool, an episode ended here (for statistics)
     episode_return: jax.Array  # [B] float32, its unscaled return (valid where episode_done)
     episode_length: jax.Array  # [B] int32, its length (valid where episode_done)
@@ -96,6 +97,8 @@ class RunnerState(struct.PyTreeNode):
     opt_state: Any  # optax state, float32
     env_state: Any  # [B] batched env state (wrapped)
     obs: jax.Array  # [B, *obs_shape] float32, raw current observation
+    is_first: jax.Array  # [B] bool, obs starts an episode (previous step ended one)
+    hidden: Any  # recurrent carry for the B envs, float32 (() without a core)
     obs_stats: RunningStats  # observation normaliser
     key: jax.Array  # typed PRNG key for the next update
     update_step: jax.Array  # () int32, updates done so far

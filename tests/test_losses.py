@@ -117,14 +117,28 @@ def _np_ppo(log_prob, entropy, value, hp):
 
 
 def _batch(actions, log_prob, value):
+    # Feed-forward minibatches are N sequences of length L = 1: fields are [1, N, ...].
     return Minibatch(
-        obs=jnp.asarray(OBS),
-        action=jnp.asarray(actions),
-        log_prob=jnp.asarray(log_prob - LOG_RATIOS, jnp.float32),
-        value=jnp.asarray(value + VALUE_OFFSETS, jnp.float32),
-        advantage=jnp.asarray(ADVANTAGES),
-        target=jnp.asarray(TARGETS),
+        obs=jnp.asarray(OBS)[None],
+        is_first=jnp.ones((1, len(OBS)), bool),
+        hidden=(),
+        action=jnp.asarray(actions)[None],
+        log_prob=jnp.asarray(log_prob - LOG_RATIOS, jnp.float32)[None],
+        value=jnp.asarray(value + VALUE_OFFSETS, jnp.float32)[None],
+        advantage=jnp.asarray(ADVANTAGES)[None],
+        target=jnp.asarray(TARGETS)[None],
     )
+
+
+def _forward(network, params):
+    """Network outputs for OBS as one step of N sequences, with the step axis dropped."""
+    n = len(OBS)
+    _, policy_params, value = network.apply(
+        params, (), jnp.asarray(OBS)[None], jnp.ones((1, n), bool)
+    )
+    if isinstance(policy_params, tuple):
+        return (policy_params[0][0], policy_params[1]), value[0]
+    return policy_params[0], value[0]
 
 
 def _assert_metrics(loss, metrics, want):
@@ -141,7 +155,7 @@ def _assert_metrics(loss, metrics, want):
 def discrete_case():
     network = ActorCritic(action_dim=NUM_ACTIONS, discrete=True, hidden_sizes=(HIDDEN,))
     params = _params(discrete=True)
-    init = network.init(jax.random.key(0), jnp.zeros((OBS_DIM,)))
+    init = network.init(jax.random.key(0), (), jnp.zeros((1, 1, OBS_DIM)), jnp.ones((1, 1), bool))
     assert jax.tree.structure(init) == jax.tree.structure(params)
     logits, value = _np_forward(params)
     log_probs = _np_log_softmax(logits)
@@ -154,7 +168,7 @@ def discrete_case():
 def continuous_case():
     network = ActorCritic(action_dim=ACTION_DIM, discrete=False, hidden_sizes=(HIDDEN,))
     params = _params(discrete=False)
-    init = network.init(jax.random.key(0), jnp.zeros((OBS_DIM,)))
+    init = network.init(jax.random.key(0), (), jnp.zeros((1, 1, OBS_DIM)), jnp.ones((1, 1), bool))
     assert jax.tree.structure(init) == jax.tree.structure(params)
     mean, value = _np_forward(params)
     actions = np.random.default_rng(3).normal(size=(len(OBS), ACTION_DIM)).astype(np.float32)
@@ -164,7 +178,7 @@ def continuous_case():
 
 def test_network_forward_matches_numpy(discrete_case):
     network, params, logits, _, _, value = discrete_case
-    got_logits, got_value = network.apply(params, jnp.asarray(OBS))
+    got_logits, got_value = _forward(network, params)
     np.testing.assert_allclose(got_logits, logits, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_value, value, rtol=1e-5, atol=1e-6)
 
@@ -238,7 +252,7 @@ def test_loss_is_jittable_and_differentiable(discrete_case):
 
 def test_continuous_distribution_closed_form(continuous_case):
     network, params, mean, actions, log_prob, entropy, _ = continuous_case
-    policy_params, _ = network.apply(params, jnp.asarray(OBS))
+    policy_params, _ = _forward(network, params)
     got_mean, got_log_std = policy_params
     np.testing.assert_allclose(got_mean, mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_log_std, params["params"]["log_std"])
