@@ -13,11 +13,14 @@ from typing import Any
 
 import gymnax
 
-from envs.wrappers import ActionRepeat, EpisodeStatistics, Wrapper
+from envs.probes import MemoryProbe
+from envs.wrappers import ActionRepeat, EpisodeStatistics, MaskObservation, Wrapper
 
 __all__ = [
     "ActionRepeat",
     "EpisodeStatistics",
+    "MaskObservation",
+    "MemoryProbe",
     "Wrapper",
     "make",
     "register",
@@ -33,6 +36,12 @@ def register(name: str, factory: Callable[[], Any]) -> None:
     if name in _OWN_ENVS or name in gymnax.registered_envs:
         raise ValueError(f"environment {name!r} is already registered")
     _OWN_ENVS[name] = factory
+
+
+def _masked_cartpole() -> MaskObservation:
+    # Cart position and pole angle only: the velocities must be inferred from history.
+    env, _ = gymnax.make("CartPole-v1")
+    return MaskObservation(env, keep=(0, 2))
 
 
 def registered_envs() -> list[str]:
@@ -80,3 +89,7 @@ def make(name: str, **overrides: Any) -> tuple[Any, Any]:
 def is_discrete(env: Any, params: Any) -> bool:
     """Whether the env's action space is discrete (``gymnax.environments.spaces.Discrete``)."""
     return isinstance(env.action_space(params), gymnax.environments.spaces.Discrete)
+
+
+register("CartPole-masked-v1", _masked_cartpole)
+register("MemoryProbe", MemoryProbe)

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
-from gymnax.environments import environment
+from gymnax.environments import environment, spaces
 
 
 class Wrapper:
@@ -134,3 +134,38 @@ class ActionRepeat(Wrapper):
         out, _ = jax.lax.scan(sub_step, first, keys[1:])
         obs, env_state, reward, terminated, truncated, info = out
         return obs, ActionRepeatState(env_state=env_state), reward, terminated, truncated, info
+
+
+class MaskObservation(Wrapper):
+    """Keeps only some features of a flat observation (e.g. CartPole without velocities).
+
+    Both the returned observation and ``info["final_observation"]`` are masked.
+    """
+
+    def __init__(self, env: Any, keep: tuple[int, ...]):
+        super().__init__(env)
+        self.keep = tuple(int(i) for i in keep)
+
+    def _mask(self, obs: jax.Array) -> jax.Array:
+        return obs[..., jnp.asarray(self.keep)]
+
+    def observation_space(self, params: Any):
+        """A Box over the kept features."""
+        space = self._env.observation_space(params)
+        idx = jnp.asarray(self.keep)
+        low = jnp.broadcast_to(jnp.asarray(space.low), space.shape)[idx]
+        high = jnp.broadcast_to(jnp.asarray(space.high), space.shape)[idx]
+        return spaces.Box(low, high, (len(self.keep),), space.dtype)
+
+    def reset(self, key: jax.Array, params: Any):
+        """Reset and mask."""
+        obs, state = self._env.reset(key, params)
+        return self._mask(obs), state
+
+    def step(self, key: jax.Array, state: Any, action: Any, params: Any):
+        """Step and mask the observation and the final observation."""
+        obs, state, reward, terminated, truncated, info = self._env.step(
+            key, state, action, params
+        )
+        info = {**info, "final_observation": self._mask(info["final_observation"])}
+        return self._mask(obs), state, reward, terminated, truncated, info
