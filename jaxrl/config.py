@@ -91,6 +91,25 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True)
+class StageConfig:
+    """One curriculum stage: env-param overrides and the rule that promotes out of it."""
+
+    name: str = ""  # shown in logs
+    env: dict[str, Any] = field(default_factory=dict)  # EnvParams overrides in this stage
+    metric: str = "episode_return"  # update metric that promotes (see jaxrl/curriculum.py)
+    threshold: float = 0.0  # promote when the window mean reaches this
+    window: int = 10  # updates (with finished episodes) averaged
+    min_updates: int = 0  # updates spent in the stage before promotion is possible
+
+
+@dataclass(frozen=True)
+class CurriculumConfig:
+    """Stages switched inside the compiled step (none by default)."""
+
+    stages: tuple[StageConfig, ...] = ()  # in order; the last stage is never left
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole run."""
 
@@ -101,6 +120,7 @@ class Config:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -187,8 +207,14 @@ def _check_keys(cls: type, data: Any, prefix: str) -> None:
         sub = fields[key].type
         sub_name = sub if isinstance(sub, str) else getattr(sub, "__name__", "")
         sub_cls = _DATACLASSES.get(sub_name)
+        item_cls = _DATACLASSES.get(sub_name.removeprefix("tuple[").split(",")[0])
         if sub_cls is not None:
             _check_keys(sub_cls, {} if value is None else value, f"{prefix}{key}.")
+        elif sub_name.startswith("tuple[") and item_cls is not None:
+            if not isinstance(value, (list, tuple)):
+                raise ConfigError(f"config key {prefix}{key}: expected a list, got {value!r}")
+            for i, item in enumerate(value):
+                _check_keys(item_cls, item, f"{prefix}{key}[{i}].")
         elif _numeric(sub_name) and _has_bool(value):
             # YAML true/false are ints to Python (and to dacite); never a valid number here.
             raise ConfigError(f"config key {prefix}{key}: expected {sub_name}, got {value!r}")
@@ -206,11 +232,21 @@ def _has_bool(value: Any) -> bool:
 
 _DATACLASSES = {
     c.__name__: c
-    for c in (EnvConfig, NetworkConfig, PPOConfig, TrainConfig, CheckpointConfig, Config)
+    for c in (
+        EnvConfig,
+        NetworkConfig,
+        PPOConfig,
+        TrainConfig,
+        CheckpointConfig,
+        StageConfig,
+        CurriculumConfig,
+        Config,
+    )
 }
 
 
-_SECTIONS = ("env", "network", "ppo", "train", "checkpoint")
+_SECTIONS = ("env", "network", "ppo", "train", "checkpoint", "curriculum")
+CURRICULUM_METRICS = ("episode_return", "episode_length")
 
 
 def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
@@ -316,7 +352,7 @@ def validate(config: Config) -> None:
     except (ValueError, TypeError) as err:
         raise ConfigError(f"env.kwargs: {err}") from None
     for key, value in env.kwargs.items():
-        _check_env_param(key, value, getattr(default_params, key))
+        _check_env_param(f"env.kwargs.{key}", value, getattr(default_params, key))
     _require(env.num_envs >= 1, f"env.num_envs must be >= 1, got {env.num_envs}")
     _require(env.action_repeat >= 1, f"env.action_repeat must be >= 1, got {env.action_repeat}")
     _require(
@@ -385,6 +421,24 @@ def validate(config: Config) -> None:
         f"checkpoint.every_updates must be >= 0, got {ckpt.every_updates}",
     )
     _require(ckpt.keep >= 1, f"checkpoint.keep must be >= 1, got {ckpt.keep}")
+    _, default_params = envs.make(env.name, **env.kwargs)
+    for i, stage in enumerate(config.curriculum.stages):
+        where = f"curriculum.stages[{i}]"
+        try:
+            envs.make(env.name, **{**env.kwargs, **stage.env})
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"{where}.env: {err}") from None
+        for key, value in stage.env.items():
+            _check_env_param(f"{where}.env.{key}", value, getattr(default_params, key))
+        _require(
+            stage.metric in CURRICULUM_METRICS or stage.metric.startswith("outcome/"),
+            f"{where}.metric must be one of {', '.join(CURRICULUM_METRICS)} or "
+            f"outcome/<name>, got {stage.metric!r}",
+        )
+        _require(stage.window >= 1, f"{where}.window must be >= 1, got {stage.window}")
+        _require(
+            stage.min_updates >= 0, f"{where}.min_updates must be >= 0, got {stage.min_updates}"
+        )
 
 
 def _check_env_param(key: str, value: Any, default: Any) -> None:
@@ -401,7 +455,7 @@ def _check_env_param(key: str, value: Any, default: Any) -> None:
     else:
         return  # arrays or other structures: checked by the env itself
     if not ok:
-        raise ConfigError(f"env.kwargs.{key}: expected {kind}, got {value!r}")
+        raise ConfigError(f"{key}: expected {kind}, got {value!r}")
 
 
 def _suggest(word: str, options: list[str]) -> str:

@@ -25,6 +25,7 @@ from flax import struct
 
 from jaxrl.checkpoint import CheckpointError, Checkpointer, PolicyState
 from jaxrl.config import ConfigError, load_config
+from jaxrl.curriculum import stage_params
 from jaxrl.rollout import act
 from jaxrl.normalize import normalize
 from jaxrl.setup import Setup, make_setup
@@ -67,16 +68,19 @@ def run_episodes(
     key: jax.Array,
     episodes: int,
     deterministic: bool = True,
+    env_params: Any = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Play one episode in each of ``episodes`` vmapped envs; returns ``(returns, lengths)``.
 
     Deterministic play takes the mode of the action distribution (argmax or the mean).
+    ``env_params`` defaults to the run's env params.
     """
+    env_params = setup.env_params if env_params is None else env_params
     key_reset, key_loop = jax.random.split(key)
     del key
     enabled = setup.config.env.normalize_obs
     obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
-        jax.random.split(key_reset, episodes), setup.env_params
+        jax.random.split(key_reset, episodes), env_params
     )
 
     def body(c: EvalCarry) -> EvalCarry:
@@ -87,7 +91,7 @@ def run_episodes(
         )
         obs, env_state, _, terminated, truncated, info = jax.vmap(
             setup.env.step, in_axes=(0, 0, 0, None)
-        )(jax.random.split(key_env, episodes), c.env_state, action, setup.env_params)
+        )(jax.random.split(key_env, episodes), c.env_state, action, env_params)
         # Record each env's first episode only; later episodes (after auto-reset) are ignored.
         finished = jnp.logical_and(info["episode_done"], ~c.done)
         return EvalCarry(
@@ -145,14 +149,28 @@ def evaluate(
     step: int | None = None,
     seed: int = 0,
     deterministic: bool = True,
+    stage: int | None = None,
 ) -> EvalResult:
-    """Restore params (latest checkpoint or ``step``) and play ``episodes`` episodes."""
+    """Restore params (latest checkpoint or ``step``) and play ``episodes`` episodes.
+
+    For a curriculum run, the episodes use the params of curriculum ``stage`` (default:
+    the last stage, the task the curriculum leads to).
+    """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     setup, policy, step = load_policy(run_dir, step)
+    env_params = setup.env_params
+    if setup.curriculum is not None:
+        last = setup.curriculum.num_stages - 1
+        stage = last if stage is None else stage
+        if not 0 <= stage <= last:
+            raise ValueError(f"stage must be in 0..{last}, got {stage}")
+        env_params = stage_params(setup.curriculum, setup.env_params, jnp.asarray(stage))
+    elif stage not in (None, 0):
+        raise ValueError("this run has no curriculum stages")
     play = jax.jit(run_episodes, static_argnums=(0, 3, 4))
     returns, lengths = jax.device_get(
-        play(setup, policy, jax.random.key(seed), episodes, deterministic)
+        play(setup, policy, jax.random.key(seed), episodes, deterministic, env_params)
     )
     returns = np.asarray(returns, dtype=np.float64)
     return EvalResult(
@@ -178,11 +196,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stochastic", action="store_true", help="sample actions instead of the mode"
     )
+    parser.add_argument(
+        "--stage", type=int, help="curriculum stage to play (default: the last stage)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     try:
         result = evaluate(
-            args.run_dir, args.episodes, args.step, args.seed, not args.stochastic
+            args.run_dir, args.episodes, args.step, args.seed, not args.stochastic, args.stage
         )
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -23,12 +23,17 @@ TAGS = {
     "learning_rate": "train/learning_rate",
     "nonfinite_updates": "train/nonfinite_updates",
 }
+CURRICULUM_TAGS = {
+    "curriculum_stage": "curriculum/stage",
+    "curriculum_metric": "curriculum/metric",
+    "curriculum_promotions": "curriculum/promotions",
+}
 
 
-def chunk_scalars(metrics: ChunkMetrics) -> dict[str, float]:
-    """Host-side ``{tag: value}`` of a chunk's metrics (one device-to-host copy)."""
-    values = {name: float(getattr(metrics, name)) for name in TAGS}
-    return {TAGS[name]: value for name, value in values.items()}
+def chunk_scalars(metrics: ChunkMetrics, curriculum: bool = False) -> dict[str, float]:
+    """``{tag: value}`` of a chunk's metrics; curriculum tags only for curriculum runs."""
+    tags = {**TAGS, **CURRICULUM_TAGS} if curriculum else TAGS
+    return {tag: float(getattr(metrics, name)) for name, tag in tags.items()}
 
 
 class Logger:

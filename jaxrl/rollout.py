@@ -71,7 +71,7 @@ def value_of(
 
 
 def env_step(
-    setup: Setup, params, carry: RolloutCarry, key: jax.Array
+    setup: Setup, params, env_params, carry: RolloutCarry, key: jax.Array
 ) -> tuple[RolloutCarry, Transition]:
     """One agent step of every env: normalise, act, step (with auto-reset), record."""
     key_act, key_env = jax.random.split(key)
@@ -85,7 +85,7 @@ def env_step(
     keys_env = jax.random.split(key_env, obs_norm.shape[0])
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
         setup.env.step, in_axes=(0, 0, 0, None)
-    )(keys_env, carry.env_state, action, setup.env_params)
+    )(keys_env, carry.env_state, action, env_params)
     truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
     # Truncation bootstraps from the value of the pre-reset observation, seen with the
     # hidden state of the episode it ends. Time limits are rare, so skip it when unused.
@@ -125,9 +125,9 @@ def env_step(
 
 
 def rollout(
-    setup: Setup, params, carry: RolloutCarry, key: jax.Array
+    setup: Setup, params, env_params, carry: RolloutCarry, key: jax.Array
 ) -> tuple[RolloutCarry, Transition, Any]:
-    """``ppo.num_steps`` agent steps.
+    """``ppo.num_steps`` agent steps of every env under ``env_params``.
 
     Returns:
       ``(carry, Transition[T, B], initial_hidden [C, B, ...])`` with ``C`` chunks of
@@ -139,7 +139,7 @@ def rollout(
     keys = jax.random.split(key, num_steps).reshape(num_steps // chunk, chunk)
 
     def run_chunk(c: RolloutCarry, chunk_keys: jax.Array):
-        step = lambda c_, k: env_step(setup, params, c_, k)  # noqa: E731
+        step = lambda c_, k: env_step(setup, params, env_params, c_, k)  # noqa: E731
         start_hidden = c.hidden
         c, transitions = jax.lax.scan(step, c, chunk_keys)
         return c, (transitions, start_hidden)

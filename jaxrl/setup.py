@@ -12,6 +12,7 @@ import optax
 
 import envs
 from jaxrl.config import Config
+from jaxrl.curriculum import CurriculumSpec, make_spec
 from jaxrl.losses import LossHyperparams
 from jaxrl.precision import compute_dtype
 from jaxrl.networks import ActorCritic
@@ -31,6 +32,7 @@ class Setup:
     obs_shape: tuple[int, ...]
     action_shape: tuple[int, ...]  # () discrete, (A,) continuous
     compute_dtype: Any
+    curriculum: CurriculumSpec | None  # stages, or None without a curriculum
 
 
 def learning_rate_schedule(config: Config) -> optax.Schedule:
@@ -114,4 +116,5 @@ def make_setup(config: Config) -> Setup:
         obs_shape=obs_shape,
         action_shape=action_shape,
         compute_dtype=jnp.dtype(dtype),
+        curriculum=make_spec(config.curriculum, env_params),
     )

@@ -183,7 +183,11 @@ def _loop(
         t_chunk = time.perf_counter()
         runner, metrics = step_fn(runner)
         scalars, new_update, streak = jax.device_get(
-            (chunk_scalars(metrics), runner.update_step, runner.nonfinite_streak)
+            (
+                chunk_scalars(metrics, setup.curriculum is not None),
+                runner.update_step,
+                runner.nonfinite_streak,
+            )
         )
         chunk_s = time.perf_counter() - t_chunk
         new_update, streak = int(new_update), int(streak)

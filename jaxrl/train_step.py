@@ -12,6 +12,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from jaxrl.curriculum import CurriculumState, advance, stage_params, window_mean
 from jaxrl.gae import bootstrap_values, gae
 from jaxrl.losses import Minibatch
 from jaxrl.normalize import normalize
@@ -47,6 +48,23 @@ def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
         update_step=jnp.zeros((), jnp.int32),
         nonfinite_streak=jnp.zeros((), jnp.int32),
         nonfinite_total=jnp.zeros((), jnp.int32),
+        curriculum=CurriculumState.create(
+            int(setup.curriculum.window.max()) if setup.curriculum is not None else 1
+        ),
+    )
+
+
+def reset_envs(setup: Setup, runner: RunnerState, env_params, key: jax.Array) -> RunnerState:
+    """Start a new episode in every env (after a curriculum promotion)."""
+    num_envs = setup.config.env.num_envs
+    obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
+        jax.random.split(key, num_envs), env_params
+    )
+    return runner.replace(
+        env_state=env_state,
+        obs=obs.astype(jnp.float32),
+        is_first=jnp.ones((num_envs,), bool),
+        hidden=setup.network.initial_hidden(num_envs),
     )
 
 
@@ -79,7 +97,8 @@ def make_sequences(setup: Setup, data: Minibatch, start_hidden) -> Minibatch:
 def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetrics]:
     """One PPO update: a rollout of ``T`` steps on ``B`` envs, GAE, then the epochs."""
     ppo = setup.config.ppo
-    key, key_rollout, key_epochs = jax.random.split(runner.key, 3)
+    key, key_rollout, key_epochs, key_reset = jax.random.split(runner.key, 4)
+    env_params = stage_params(setup.curriculum, setup.env_params, runner.curriculum.stage)
 
     carry = RolloutCarry(
         env_state=runner.env_state,
@@ -88,7 +107,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         hidden=runner.hidden,
         obs_stats=runner.obs_stats,
     )
-    carry, traj, start_hidden = rollout(setup, runner.params, carry, key_rollout)
+    carry, traj, start_hidden = rollout(setup, runner.params, env_params, carry, key_rollout)
 
     last_obs = normalize(carry.obs_stats, carry.obs, setup.config.env.normalize_obs)
     # is_first resets the core before the value: an episode that just began has no history.
@@ -137,15 +156,39 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         nonfinite_total=runner.nonfinite_total + nonfinite.astype(jnp.int32),
     )
     done = traj.episode_done.astype(jnp.float32)
+    episodes = done.sum()
+    return_sum = (traj.episode_return * done).sum()
+    length_sum = (traj.episode_length.astype(jnp.float32) * done).sum()
+
+    promoted = jnp.zeros((), bool)
+    if setup.curriculum is not None:
+        has_episodes = episodes > 0
+        per_episode = jnp.maximum(episodes, 1.0)
+        stage_metrics = {
+            "episode_return": (return_sum / per_episode, has_episodes),
+            "episode_length": (length_sum / per_episode, has_episodes),
+        }
+        curriculum, promoted = advance(setup.curriculum, runner.curriculum, stage_metrics)
+        new_runner = new_runner.replace(curriculum=curriculum)
+        # A new stage starts every env afresh with the stage's params.
+        new_params = stage_params(setup.curriculum, setup.env_params, curriculum.stage)
+        new_runner = jax.lax.cond(
+            promoted,
+            lambda r: reset_envs(setup, r, new_params, key_reset),
+            lambda r: r,
+            new_runner,
+        )
+
     metrics = UpdateMetrics(
         loss=jax.tree.map(jnp.mean, steps.loss),
         grad_norm=steps.grad_norm.mean(),
         learning_rate=jnp.asarray(learning_rate, jnp.float32),
         explained_variance=explained_variance(traj.value, targets),
-        episode_return_sum=(traj.episode_return * done).sum(),
-        episode_length_sum=(traj.episode_length.astype(jnp.float32) * done).sum(),
-        episodes=done.sum(),
+        episode_return_sum=return_sum,
+        episode_length_sum=length_sum,
+        episodes=episodes,
         nonfinite=nonfinite,
+        promoted=promoted,
         active=jnp.asarray(True),
     )
     return new_runner, metrics
@@ -169,6 +212,7 @@ def _idle_metrics() -> UpdateMetrics:
         episode_length_sum=zero,
         episodes=zero,
         nonfinite=jnp.asarray(False),
+        promoted=jnp.asarray(False),
         active=jnp.asarray(False),
     )
 
@@ -188,8 +232,11 @@ def guarded_update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Upda
     )
 
 
-def reduce_metrics(metrics: UpdateMetrics) -> ChunkMetrics:
-    """Reduce ``UpdateMetrics[K]`` of a chunk to scalars (means over the updates that ran)."""
+def reduce_metrics(setup: Setup, runner: RunnerState, metrics: UpdateMetrics) -> ChunkMetrics:
+    """Reduce ``UpdateMetrics[K]`` of a chunk to scalars (means over the updates that ran).
+
+    Curriculum figures are read from ``runner``, the state at the end of the chunk.
+    """
     active = metrics.active.astype(jnp.float32)
     runs = active.sum()
     mean = lambda x: jnp.where(runs > 0, (x * active).sum() / jnp.maximum(runs, 1.0), jnp.nan)  # noqa: E731
@@ -211,6 +258,16 @@ def reduce_metrics(metrics: UpdateMetrics) -> ChunkMetrics:
         episodes=episodes,
         nonfinite_updates=metrics.nonfinite.astype(jnp.int32).sum(),
         updates=metrics.active.astype(jnp.int32).sum(),
+        curriculum_stage=runner.curriculum.stage,
+        curriculum_metric=(
+            window_mean(
+                runner.curriculum,
+                jnp.asarray(setup.curriculum.window)[runner.curriculum.stage],
+            )
+            if setup.curriculum is not None
+            else jnp.asarray(jnp.nan, jnp.float32)
+        ),
+        curriculum_promotions=metrics.promoted.astype(jnp.int32).sum(),
     )
 
 
@@ -219,7 +276,7 @@ def train_chunk(setup: Setup, runner: RunnerState) -> tuple[RunnerState, ChunkMe
     runner, metrics = jax.lax.scan(
         lambda r, _: guarded_update(setup, r), runner, None, length=setup.config.chunk_updates
     )
-    return runner, reduce_metrics(metrics)
+    return runner, reduce_metrics(setup, runner, metrics)
 
 
 def make_train_step(setup: Setup) -> Callable[[RunnerState], tuple[RunnerState, ChunkMetrics]]:

@@ -69,6 +69,7 @@ class UpdateMetrics(struct.PyTreeNode):
     episode_length_sum: jax.Array  # () float32, summed lengths of episodes finished
     episodes: jax.Array  # () float32, number of episodes finished
     nonfinite: jax.Array  # () bool, a minibatch step had a non-finite loss or gradient
+    promoted: jax.Array  # () bool, the curriculum moved to the next stage after this update
     active: jax.Array  # () bool, the update ran (false past the end of training)
 
 
@@ -88,6 +89,9 @@ class ChunkMetrics(struct.PyTreeNode):
     episodes: jax.Array  # episodes finished in the chunk
     nonfinite_updates: jax.Array  # non-finite updates in the chunk
     updates: jax.Array  # updates run in the chunk
+    curriculum_stage: jax.Array  # stage at the end of the chunk
+    curriculum_metric: jax.Array  # promotion-window mean at the end of the chunk
+    curriculum_promotions: jax.Array  # promotions during the chunk
 
 
 class RunnerState(struct.PyTreeNode):
@@ -104,3 +108,4 @@ class RunnerState(struct.PyTreeNode):
     update_step: jax.Array  # () int32, updates done so far
     nonfinite_streak: jax.Array  # () int32, non-finite updates in a row
     nonfinite_total: jax.Array  # () int32, non-finite updates so far
+    curriculum: Any  # CurriculumState: stage, promotion window (stage 0 without stages)

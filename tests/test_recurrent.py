@@ -66,7 +66,7 @@ def _rollout_and_recompute(config):
             hidden=runner.hidden,
             obs_stats=runner.obs_stats,
         )
-        _, traj, start_hidden = rollout(setup, runner.params, carry, runner.key)
+        _, traj, start_hidden = rollout(setup, runner.params, setup.env_params, carry, runner.key)
         seqs = make_sequences(
             setup,
             Minibatch(
