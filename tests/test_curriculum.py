@@ -1,0 +1,146 @@
+"""Curriculum: in-graph promotion rule, stage params, no recompile across a stage switch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl.checkpoint import Checkpointer
+from jaxrl.config import CurriculumConfig, StageConfig, load_config
+from jaxrl.curriculum import CurriculumState, advance, make_spec, stage_params, window_mean
+from jaxrl.setup import make_setup
+from jaxrl.train import train
+from jaxrl.train_step import init_runner_state, train_chunk
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class _Params:
+    """Stand-in EnvParams with two fields."""
+
+    def __init__(self, limit=500, gravity=9.8):
+        self.limit, self.gravity = limit, gravity
+
+    def replace(self, **kw):
+        return _Params(**{**vars(self), **kw})
+
+
+def _spec():
+    stages = (
+        StageConfig(name="easy", env={"limit": 10}, threshold=5.0, window=3, min_updates=4),
+        StageConfig(name="mid", env={"limit": 50, "gravity": 5.0}, threshold=40.0, window=2),
+        StageConfig(name="full"),
+    )
+    return make_spec(CurriculumConfig(stages=stages), _Params())
+
+
+def test_stage_tables_keep_defaults():
+    spec = _spec()
+    np.testing.assert_array_equal(spec.param_tables["limit"], [10, 50, 500])
+    np.testing.assert_allclose(spec.param_tables["gravity"], [9.8, 5.0, 9.8])
+    assert spec.param_tables["limit"].dtype == np.int32
+    assert spec.param_tables["gravity"].dtype == np.float32
+    params = stage_params(spec, _Params(), jnp.asarray(1))
+    assert int(params.limit) == 50 and float(params.gravity) == 5.0
+
+
+def _run(spec, values):
+    """Feed per-update metric values (None = no episode ended); return stages after each."""
+    state = CurriculumState.create(int(spec.window.max()))
+    step = jax.jit(lambda s, v, ok: advance(spec, s, {"episode_return": (v, ok)}))
+    stages, promoted = [], []
+    for v in values:
+        state, p = step(state, jnp.float32(0.0 if v is None else v), jnp.asarray(v is not None))
+        stages.append(int(state.stage))
+        promoted.append(bool(p))
+    return state, stages, promoted
+
+
+def test_promotion_waits_for_min_updates_and_full_window():
+    # Stage 0: threshold 5 over a window of 3, at least 4 updates in the stage.
+    _, stages, promoted = _run(_spec(), [9, 9, 9, 9, 1])
+    # After 3 updates the window is full and good, but min_updates=4 holds it back.
+    assert stages == [0, 0, 0, 1, 1]
+    assert promoted == [False, False, False, True, False]
+
+
+def test_window_mean_uses_only_recent_values_and_skips_missing():
+    spec = _spec()
+    # Missing values are not pushed; the low early values leave the 3-wide window.
+    _, stages, _ = _run(spec, [0, 0, None, 0, 6, None, 6, 6])
+    assert stages == [0, 0, 0, 0, 0, 0, 0, 1]
+    state = CurriculumState.create(3)
+    for v in (1.0, 2.0, 3.0, 4.0):
+        state, _ = advance(
+            _spec(), state, {"episode_return": (jnp.float32(v), jnp.asarray(True))}
+        )
+    assert float(window_mean(state, jnp.asarray(3))) == pytest.approx(3.0)
+    assert float(window_mean(state, jnp.asarray(2))) == pytest.approx(3.5)
+
+
+def test_window_restarts_in_new_stage_and_last_stage_is_kept():
+    spec = _spec()
+    values = [9, 9, 9, 9] + [45] + [45] + [1e9] * 5
+    state, stages, promoted = _run(spec, values)
+    # Stage 1 needs two values of its own: the stage-0 values are not reused.
+    assert stages[3:6] == [1, 1, 2]
+    assert stages[-1] == 2 and sum(promoted) == 2
+
+
+CURRICULUM = (
+    "curriculum.stages=["
+    "{name: short, env: {max_steps_in_episode: 20}, threshold: 0, window: 1, min_updates: 3},"
+    "{name: long, env: {max_steps_in_episode: 60}}]"
+)
+TINY = [
+    "env.num_envs=4",
+    "ppo.num_steps=32",
+    "ppo.update_epochs=1",
+    "ppo.num_minibatches=2",
+    "network.hidden_sizes=[16]",
+    "train.total_steps=1536",
+    "train.updates_per_chunk=4",
+    "train.progress_bar=false",
+    "checkpoint.every_updates=4",
+    CURRICULUM,
+]
+
+
+def test_stage_switch_does_not_recompile_and_applies_params():
+    config = load_config(REPO / "configs" / "cartpole.yaml", TINY)
+    setup = make_setup(config)
+    runner = init_runner_state(setup, jax.random.key(0))
+
+    def chunk(runner):
+        return train_chunk(setup, runner)
+
+    step = jax.jit(chex.assert_max_traces(chunk, n=1), donate_argnums=0)
+    stages, lengths = [], []
+    for _ in range(3):
+        runner, metrics = step(runner)
+        stages.append(int(metrics.curriculum_stage))
+        lengths.append(float(metrics.episode_length))
+    # Stage 0 caps episodes at 20 steps; after promotion (update 3) the cap is 60.
+    assert stages == [1, 1, 1]
+    assert int(runner.curriculum.stage) == 1
+    assert lengths[0] <= 20.0
+    env_params = stage_params(setup.curriculum, setup.env_params, runner.curriculum.stage)
+    assert int(env_params.max_steps_in_episode) == 60
+
+
+def test_curriculum_state_is_logged_checkpointed_and_resumed(tmp_path):
+    config = load_config(REPO / "configs" / "cartpole.yaml", TINY)
+    result = train(config, tmp_path / "run", quiet=True)
+    assert [row["curriculum/stage"] for row in result.history] == [1.0, 1.0, 1.0]
+    assert sum(row["curriculum/promotions"] for row in result.history) == 1.0
+    setup = make_setup(config)
+    restored, _ = Checkpointer(result.run_dir, create=False).restore(
+        init_runner_state(setup, jax.random.key(0)), step=4
+    )
+    assert int(restored.curriculum.stage) == 1
+    assert int(restored.curriculum.updates_in_stage) == 1
