@@ -26,7 +26,7 @@ from flax import struct
 from jaxrl.checkpoint import CheckpointError, Checkpointer, PolicyState
 from jaxrl.config import ConfigError, load_config
 from jaxrl.curriculum import stage_params
-from jaxrl.rollout import act
+from jaxrl.rollout import OUTCOME_KEY, act, agent_mask, per_actor, per_env
 from jaxrl.normalize import normalize
 from jaxrl.setup import Setup, make_setup
 from jaxrl.types import RunningStats
@@ -43,22 +43,30 @@ class EvalResult:
     step: int  # update step of the checkpoint
     episodes: int
     deterministic: bool
+    outcomes: dict = dataclasses.field(default_factory=dict)  # mean env-reported outcomes
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
         return dataclasses.asdict(self)
 
 
-class EvalCarry(struct.PyTreeNode):
-    """State of the evaluation loop over ``E`` envs, one episode each."""
+class EpisodeStats(struct.PyTreeNode):
+    """First-episode results of ``E`` evaluation envs."""
 
-    obs: jax.Array  # [E, *obs_shape] raw observation
+    episode_return: jax.Array  # [E] float32
+    episode_length: jax.Array  # [E] int32
+    outcome: Any  # {name: [E] float32} env-reported outcomes (e.g. soccer win)
+
+
+class EvalCarry(struct.PyTreeNode):
+    """State of the evaluation loop over ``E`` envs (``E * A`` actors), one episode each."""
+
+    obs: jax.Array  # [E * A, *obs_shape] raw observation per actor
     env_state: Any  # [E] env state
-    hidden: Any  # [E, ...] recurrent carry
-    is_first: jax.Array  # [E] bool
+    hidden: Any  # [E * A, ...] recurrent carry
+    is_first: jax.Array  # [E * A] bool
     done: jax.Array  # [E] bool, the env's first episode has ended
-    episode_return: jax.Array  # [E] float32, its return once done
-    episode_length: jax.Array  # [E] int32, its length once done
+    stats: EpisodeStats
     key: jax.Array
 
 
@@ -69,16 +77,18 @@ def run_episodes(
     episodes: int,
     deterministic: bool = True,
     env_params: Any = None,
-) -> tuple[jax.Array, jax.Array]:
-    """Play one episode in each of ``episodes`` vmapped envs; returns ``(returns, lengths)``.
+) -> EpisodeStats:
+    """Play one episode in each of ``episodes`` vmapped envs.
 
     Deterministic play takes the mode of the action distribution (argmax or the mean).
-    ``env_params`` defaults to the run's env params.
+    ``env_params`` defaults to the run's env params. In a multi-agent env an episode's
+    return is the mean return of its active learner agents.
     """
     env_params = setup.env_params if env_params is None else env_params
     key_reset, key_loop = jax.random.split(key)
     del key
     enabled = setup.config.env.normalize_obs
+    num_actors = episodes * setup.num_agents
     obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
         jax.random.split(key_reset, episodes), env_params
     )
@@ -91,32 +101,47 @@ def run_episodes(
         )
         obs, env_state, _, terminated, truncated, info = jax.vmap(
             setup.env.step, in_axes=(0, 0, 0, None)
-        )(jax.random.split(key_env, episodes), c.env_state, action, env_params)
+        )(jax.random.split(key_env, episodes), c.env_state, per_env(setup, action), env_params)
         # Record each env's first episode only; later episodes (after auto-reset) are ignored.
-        finished = jnp.logical_and(info["episode_done"], ~c.done)
+        finished = jnp.logical_and(info["episode_done"], ~c.done)  # [E]
+        mask = per_env(setup, agent_mask(setup, info, episodes)).reshape(episodes, -1)
+        returns = info["episode_return"].reshape(episodes, -1)  # [E, A] or [E, 1]
+        mean_return = (returns * mask).sum(-1) / jnp.maximum(mask.sum(-1), 1)
+        outcome = info.get(OUTCOME_KEY, {})
         return EvalCarry(
-            obs=obs,
+            obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
             env_state=env_state,
             hidden=hidden,
-            is_first=jnp.logical_or(terminated, truncated),
+            is_first=per_actor(setup, jnp.logical_or(terminated, truncated), per_agent=False),
             done=jnp.logical_or(c.done, finished),
-            episode_return=jnp.where(finished, info["episode_return"], c.episode_return),
-            episode_length=jnp.where(finished, info["episode_length"], c.episode_length),
+            stats=EpisodeStats(
+                episode_return=jnp.where(finished, mean_return, c.stats.episode_return),
+                episode_length=jnp.where(
+                    finished, info["episode_length"], c.stats.episode_length
+                ),
+                outcome={
+                    name: jnp.where(finished, outcome[name], value)
+                    for name, value in c.stats.outcome.items()
+                },
+            ),
             key=key,
         )
 
+    zeros = jnp.zeros(episodes, jnp.float32)
     init = EvalCarry(
-        obs=obs,
+        obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
         env_state=env_state,
-        hidden=setup.network.initial_hidden(episodes),
-        is_first=jnp.ones(episodes, bool),
+        hidden=setup.network.initial_hidden(num_actors),
+        is_first=jnp.ones(num_actors, bool),
         done=jnp.zeros(episodes, bool),
-        episode_return=jnp.zeros(episodes, jnp.float32),
-        episode_length=jnp.zeros(episodes, jnp.int32),
+        stats=EpisodeStats(
+            episode_return=zeros,
+            episode_length=jnp.zeros(episodes, jnp.int32),
+            outcome={name: zeros for name in setup.outcome_names},
+        ),
         key=key_loop,
     )
-    out = jax.lax.while_loop(lambda c: ~c.done.all(), body, init)
-    return out.episode_return, out.episode_length
+    return jax.lax.while_loop(lambda c: ~c.done.all(), body, init).stats
 
 
 def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, PolicyState, int]:
@@ -169,10 +194,11 @@ def evaluate(
     elif stage not in (None, 0):
         raise ValueError("this run has no curriculum stages")
     play = jax.jit(run_episodes, static_argnums=(0, 3, 4))
-    returns, lengths = jax.device_get(
+    stats = jax.device_get(
         play(setup, policy, jax.random.key(seed), episodes, deterministic, env_params)
     )
-    returns = np.asarray(returns, dtype=np.float64)
+    returns = np.asarray(stats.episode_return, dtype=np.float64)
+    lengths = stats.episode_length
     return EvalResult(
         mean_return=float(returns.mean()),
         std_return=float(returns.std()),
@@ -181,6 +207,7 @@ def evaluate(
         step=int(step),
         episodes=episodes,
         deterministic=deterministic,
+        outcomes={name: float(np.mean(v)) for name, v in stats.outcome.items()},
     )
 
 
@@ -215,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             f"step {result.step}: return {result.mean_return:.2f} +- {result.std_return:.2f} "
             f"over {result.episodes} episodes (mean length {result.mean_length:.1f}, "
             f"{'deterministic' if result.deterministic else 'stochastic'} actions)"
+            + "".join(f", {k} {v:.3f}" for k, v in result.outcomes.items())
         )
     return 0
 

@@ -33,7 +33,10 @@ CURRICULUM_TAGS = {
 def chunk_scalars(metrics: ChunkMetrics, curriculum: bool = False) -> dict[str, float]:
     """``{tag: value}`` of a chunk's metrics; curriculum tags only for curriculum runs."""
     tags = {**TAGS, **CURRICULUM_TAGS} if curriculum else TAGS
-    return {tag: float(getattr(metrics, name)) for name, tag in tags.items()}
+    scalars = {tag: float(getattr(metrics, name)) for name, tag in tags.items()}
+    for name, value in metrics.outcomes.items():
+        scalars[f"rollout/outcome/{name}"] = float(value)
+    return scalars
 
 
 class Logger:

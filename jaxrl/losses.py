@@ -21,6 +21,7 @@ class LossHyperparams(struct.PyTreeNode):
     ent_coef: float = struct.field(pytree_node=False)
     clip_value: bool = struct.field(pytree_node=False)
     normalize_advantages: bool = struct.field(pytree_node=False)
+    masked: bool = struct.field(pytree_node=False, default=False)  # multi-agent: mask slots
 
 
 class Minibatch(struct.PyTreeNode):
@@ -34,6 +35,7 @@ class Minibatch(struct.PyTreeNode):
     value: jax.Array  # [L, N] float32, behaviour value
     advantage: jax.Array  # [L, N] float32
     target: jax.Array  # [L, N] float32, value target (GAE return)
+    mask: Any = None  # [L, N] bool, active actor (used only when ``LossHyperparams.masked``)
 
 
 def ppo_loss(
@@ -56,23 +58,31 @@ def ppo_loss(
     _, policy_params, value = network.apply(params, batch.hidden, batch.obs, batch.is_first)
     dist = make_distribution(policy_params, discrete)
     log_prob = dist.log_prob(batch.action)
-    entropy = dist.entropy().mean()
+    if hp.masked:
+        # Empty agent slots of multi-agent envs count for nothing.
+        weight = batch.mask.astype(jnp.float32)
+        count = jnp.maximum(weight.sum(), 1.0)
+        mean = lambda x: (x * weight).sum() / count  # noqa: E731
+    else:
+        mean = jnp.mean
+    entropy = mean(dist.entropy())
 
     advantage = batch.advantage
     if hp.normalize_advantages:
-        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        centred = advantage - mean(advantage)
+        advantage = centred / (jnp.sqrt(mean(jnp.square(centred))) + 1e-8)
 
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)
     surrogate = ratio * advantage
     clipped_surrogate = jnp.clip(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps) * advantage
-    policy_loss = -jnp.minimum(surrogate, clipped_surrogate).mean()
+    policy_loss = -mean(jnp.minimum(surrogate, clipped_surrogate))
 
     value_error = jnp.square(value - batch.target)
     if hp.clip_value:
         clipped_value = batch.value + jnp.clip(value - batch.value, -hp.clip_eps, hp.clip_eps)
         value_error = jnp.maximum(value_error, jnp.square(clipped_value - batch.target))
-    value_loss = 0.5 * value_error.mean()
+    value_loss = 0.5 * mean(value_error)
 
     loss = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
     metrics = LossMetrics(
@@ -80,9 +90,9 @@ def ppo_loss(
         policy_loss=policy_loss,
         value_loss=value_loss,
         entropy=entropy,
-        approx_kl=jax.lax.stop_gradient(((ratio - 1.0) - log_ratio).mean()),
+        approx_kl=jax.lax.stop_gradient(mean((ratio - 1.0) - log_ratio)),
         clip_fraction=jax.lax.stop_gradient(
-            (jnp.abs(ratio - 1.0) > hp.clip_eps).astype(jnp.float32).mean()
+            mean((jnp.abs(ratio - 1.0) > hp.clip_eps).astype(jnp.float32))
         ),
     )
     return loss, metrics

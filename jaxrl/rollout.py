@@ -19,6 +19,35 @@ from jaxrl.setup import Setup
 from jaxrl.types import RunningStats, Transition
 
 
+OUTCOME_KEY = "episode_outcome"  # optional info entry: {name: () float32} at episode end
+
+
+def per_actor(setup: Setup, x: jax.Array, per_agent: bool) -> jax.Array:
+    """Env-batched ``[E, A, ...]`` (``per_agent``) or ``[E, ...]`` data as ``[E * A, ...]``.
+
+    Single-agent envs (``A = 1``) pass through unchanged.
+    """
+    if setup.num_agents == 1:
+        return x
+    if per_agent:
+        return x.reshape((-1,) + x.shape[2:])
+    return jnp.repeat(x, setup.num_agents, axis=0)
+
+
+def per_env(setup: Setup, x: jax.Array) -> jax.Array:
+    """Actor-batched ``[E * A, ...]`` data as ``[E, A, ...]`` for the env (identity if A = 1)."""
+    if setup.num_agents == 1:
+        return x
+    return x.reshape((-1, setup.num_agents) + x.shape[1:])
+
+
+def agent_mask(setup: Setup, info: dict, num_envs: int) -> jax.Array:
+    """``[E * A]`` bool: which actors are active (all of them for single-agent envs)."""
+    if setup.num_agents == 1 or "agent_mask" not in info:
+        return jnp.ones((num_envs * setup.num_agents,), bool)
+    return per_actor(setup, info["agent_mask"], per_agent=True)
+
+
 class RolloutCarry(struct.PyTreeNode):
     """What the rollout scan carries from one step to the next."""
 
@@ -82,10 +111,17 @@ def env_step(
     hidden, action, log_prob, value = act(
         setup, params, carry.hidden, obs_norm, carry.is_first, key_act
     )
-    keys_env = jax.random.split(key_env, obs_norm.shape[0])
+    num_envs = setup.config.env.num_envs
+    keys_env = jax.random.split(key_env, num_envs)
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
         setup.env.step, in_axes=(0, 0, 0, None)
-    )(keys_env, carry.env_state, action, env_params)
+    )(keys_env, carry.env_state, per_env(setup, action), env_params)
+    # From here on everything is per actor: [E * A, ...].
+    obs = per_actor(setup, obs, per_agent=True)
+    reward = per_actor(setup, reward, per_agent=True)
+    terminated = per_actor(setup, terminated, per_agent=False)
+    truncated = per_actor(setup, truncated, per_agent=False)
+    final_obs = per_actor(setup, info["final_observation"], per_agent=True)
     truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
     # Truncation bootstraps from the value of the pre-reset observation, seen with the
     # hidden state of the episode it ends. Time limits are rare, so skip it when unused.
@@ -95,7 +131,7 @@ def env_step(
             setup,
             params,
             hidden,
-            normalize(obs_stats, info["final_observation"], enabled),
+            normalize(obs_stats, final_obs, enabled),
             jnp.zeros_like(truncated),  # the final obs continues the episode that ends
         ),
         lambda: jnp.zeros_like(value),
@@ -110,9 +146,16 @@ def env_step(
         terminated=terminated,
         truncated=truncated,
         final_value=jnp.where(truncated, final_value, 0.0),
-        episode_done=info["episode_done"],
-        episode_return=info["episode_return"],
-        episode_length=info["episode_length"],
+        mask=agent_mask(setup, info, num_envs),
+        outcome={
+            name: per_actor(setup, value.astype(jnp.float32), per_agent=False)
+            for name, value in info.get(OUTCOME_KEY, {}).items()
+        },
+        episode_done=per_actor(setup, info["episode_done"], per_agent=False),
+        episode_return=per_actor(
+            setup, info["episode_return"], per_agent=info["episode_return"].ndim > 1
+        ),
+        episode_length=per_actor(setup, info["episode_length"], per_agent=False),
     )
     new_carry = RolloutCarry(
         env_state=env_state,

@@ -11,6 +11,7 @@ import numpy as np
 import optax
 
 import envs
+from gymnax.environments import spaces as gymnax_spaces
 from jaxrl.config import Config
 from jaxrl.curriculum import CurriculumSpec, make_spec
 from jaxrl.losses import LossHyperparams
@@ -29,10 +30,12 @@ class Setup:
     optimizer: optax.GradientTransformation
     loss_hp: LossHyperparams
     discrete: bool
-    obs_shape: tuple[int, ...]
+    obs_shape: tuple[int, ...]  # one actor's observation
+    num_agents: int  # learner-controlled agents per env (parameter sharing); 1 for most envs
     action_shape: tuple[int, ...]  # () discrete, (A,) continuous
     compute_dtype: Any
     curriculum: CurriculumSpec | None  # stages, or None without a curriculum
+    outcome_names: tuple[str, ...]  # keys of the env's info["episode_outcome"], if any
 
 
 def learning_rate_schedule(config: Config) -> optax.Schedule:
@@ -78,7 +81,10 @@ def make_setup(config: Config) -> Setup:
     if config.env.action_repeat > 1:
         env = envs.ActionRepeat(env, config.env.action_repeat)
     env = envs.EpisodeStatistics(env)
+    num_agents = int(getattr(env, "num_agents", 1))
     obs_shape = tuple(env.observation_space(env_params).shape)
+    if num_agents > 1:
+        obs_shape = obs_shape[1:]  # [A, *obs_shape] per env: one row per agent
     space = env.action_space(env_params)
     if discrete:
         action_dim, action_shape = int(space.n), ()
@@ -111,10 +117,29 @@ def make_setup(config: Config) -> Setup:
             ent_coef=ppo.ent_coef,
             clip_value=ppo.clip_value,
             normalize_advantages=ppo.normalize_advantages,
+            masked=num_agents > 1,
         ),
         discrete=discrete,
         obs_shape=obs_shape,
+        num_agents=num_agents,
         action_shape=action_shape,
         compute_dtype=jnp.dtype(dtype),
         curriculum=make_spec(config.curriculum, env_params),
+        outcome_names=outcome_names(env, env_params),
     )
+
+
+def outcome_names(env: Any, env_params: Any) -> tuple[str, ...]:
+    """Keys of ``info["episode_outcome"]`` (traced abstractly, no compute)."""
+    import jax  # noqa: PLC0415
+
+    def one_step(key):
+        obs, state = env.reset(key, env_params)
+        num_agents = getattr(env, "num_agents", 1)
+        action = jnp.zeros((num_agents,) if num_agents > 1 else (), jnp.int32)
+        if not isinstance(env.action_space(env_params), gymnax_spaces.Discrete):
+            action = jnp.zeros(env.action_space(env_params).shape, jnp.float32)
+        return env.step(key, state, action, env_params)[-1]
+
+    info = jax.eval_shape(one_step, jax.random.key(0))
+    return tuple(sorted(info.get("episode_outcome", {})))

@@ -17,7 +17,7 @@ from jaxrl.gae import bootstrap_values, gae
 from jaxrl.losses import Minibatch
 from jaxrl.normalize import normalize
 from jaxrl.ppo import OptState, update_epochs
-from jaxrl.rollout import RolloutCarry, rollout, value_of
+from jaxrl.rollout import RolloutCarry, per_actor, rollout, value_of
 from jaxrl.setup import Setup, current_learning_rate
 from jaxrl.types import ChunkMetrics, LossMetrics, RunnerState, RunningStats, UpdateMetrics
 
@@ -27,6 +27,7 @@ def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
     key_params, key_reset, key_runner = jax.random.split(key, 3)
     del key
     num_envs = setup.config.env.num_envs
+    num_actors = num_envs * setup.num_agents
     obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
         jax.random.split(key_reset, num_envs), setup.env_params
     )
@@ -40,9 +41,9 @@ def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
         params=params,
         opt_state=setup.optimizer.init(params),
         env_state=env_state,
-        obs=obs.astype(jnp.float32),
-        is_first=jnp.ones((num_envs,), bool),
-        hidden=setup.network.initial_hidden(num_envs),
+        obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
+        is_first=jnp.ones((num_actors,), bool),
+        hidden=setup.network.initial_hidden(num_actors),
         obs_stats=RunningStats.create(setup.obs_shape),
         key=key_runner,
         update_step=jnp.zeros((), jnp.int32),
@@ -57,14 +58,15 @@ def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
 def reset_envs(setup: Setup, runner: RunnerState, env_params, key: jax.Array) -> RunnerState:
     """Start a new episode in every env (after a curriculum promotion)."""
     num_envs = setup.config.env.num_envs
+    num_actors = num_envs * setup.num_agents
     obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
         jax.random.split(key, num_envs), env_params
     )
     return runner.replace(
         env_state=env_state,
-        obs=obs.astype(jnp.float32),
-        is_first=jnp.ones((num_envs,), bool),
-        hidden=setup.network.initial_hidden(num_envs),
+        obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
+        is_first=jnp.ones((num_actors,), bool),
+        hidden=setup.network.initial_hidden(num_actors),
     )
 
 
@@ -133,6 +135,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
             value=traj.value,
             advantage=advantages,
             target=targets,
+            mask=traj.mask,
         ),
         start_hidden,
     )
@@ -155,10 +158,12 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         nonfinite_streak=jnp.where(nonfinite, runner.nonfinite_streak + 1, 0),
         nonfinite_total=runner.nonfinite_total + nonfinite.astype(jnp.int32),
     )
-    done = traj.episode_done.astype(jnp.float32)
+    # Episodes of active actors only (multi-agent envs have empty slots).
+    done = jnp.logical_and(traj.episode_done, traj.mask).astype(jnp.float32)
     episodes = done.sum()
     return_sum = (traj.episode_return * done).sum()
     length_sum = (traj.episode_length.astype(jnp.float32) * done).sum()
+    outcome_sums = {name: (value * done).sum() for name, value in traj.outcome.items()}
 
     promoted = jnp.zeros((), bool)
     if setup.curriculum is not None:
@@ -167,6 +172,10 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         stage_metrics = {
             "episode_return": (return_sum / per_episode, has_episodes),
             "episode_length": (length_sum / per_episode, has_episodes),
+            **{
+                f"outcome/{name}": (total / per_episode, has_episodes)
+                for name, total in outcome_sums.items()
+            },
         }
         curriculum, promoted = advance(setup.curriculum, runner.curriculum, stage_metrics)
         new_runner = new_runner.replace(curriculum=curriculum)
@@ -186,6 +195,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         explained_variance=explained_variance(traj.value, targets),
         episode_return_sum=return_sum,
         episode_length_sum=length_sum,
+        outcome_sums=outcome_sums,
         episodes=episodes,
         nonfinite=nonfinite,
         promoted=promoted,
@@ -194,7 +204,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
     return new_runner, metrics
 
 
-def _idle_metrics() -> UpdateMetrics:
+def _idle_metrics(outcome_names: tuple[str, ...]) -> UpdateMetrics:
     zero = jnp.zeros((), jnp.float32)
     return UpdateMetrics(
         loss=LossMetrics(
@@ -210,6 +220,7 @@ def _idle_metrics() -> UpdateMetrics:
         explained_variance=zero,
         episode_return_sum=zero,
         episode_length_sum=zero,
+        outcome_sums={name: zero for name in outcome_names},
         episodes=zero,
         nonfinite=jnp.asarray(False),
         promoted=jnp.asarray(False),
@@ -227,7 +238,7 @@ def guarded_update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Upda
     return jax.lax.cond(
         active,
         lambda r: update(setup, r),
-        lambda r: (r, _idle_metrics()),
+        lambda r: (r, _idle_metrics(setup.outcome_names)),
         runner,
     )
 
@@ -255,6 +266,7 @@ def reduce_metrics(setup: Setup, runner: RunnerState, metrics: UpdateMetrics) ->
         learning_rate=mean(metrics.learning_rate),
         episode_return=per_episode(metrics.episode_return_sum),
         episode_length=per_episode(metrics.episode_length_sum),
+        outcomes={name: per_episode(total) for name, total in metrics.outcome_sums.items()},
         episodes=episodes,
         nonfinite_updates=metrics.nonfinite.astype(jnp.int32).sum(),
         updates=metrics.active.astype(jnp.int32).sum(),

@@ -1,7 +1,8 @@
 """Pytrees carried through the compiled train step.
 
 All arrays of a rollout are time-major: ``[T, B, ...]`` with ``T = ppo.num_steps`` and
-``B = env.num_envs``.
+``B = env.num_envs * num_agents`` actors (one per env for single-agent envs; one per
+agent slot of each env, sharing the policy, for multi-agent envs).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ class Transition(struct.PyTreeNode):
     terminated: jax.Array  # [B] bool, episode ended in a terminal state: no bootstrap
     truncated: jax.Array  # [B] bool, episode cut by a time limit: bootstrap from final obs
     final_value: jax.Array  # [B] float32, V(pre-reset next obs) where truncated, else 0
+    mask: jax.Array  # [B] bool, the actor is active (multi-agent envs mask empty slots)
+    outcome: Any  # {name: [B] float32} env-reported episode outcomes (valid where done)
     episode_done: jax.Array  # [B] bool, an episode ended here (for statistics)
     episode_return: jax.Array  # [B] float32, its unscaled return (valid where episode_done)
     episode_length: jax.Array  # [B] int32, its length (valid where episode_done)
@@ -67,6 +70,7 @@ class UpdateMetrics(struct.PyTreeNode):
     explained_variance: jax.Array  # () float32, 1 - Var[returns - values] / Var[returns]
     episode_return_sum: jax.Array  # () float32, summed returns of episodes finished
     episode_length_sum: jax.Array  # () float32, summed lengths of episodes finished
+    outcome_sums: Any  # {name: () float32} summed env-reported outcomes of those episodes
     episodes: jax.Array  # () float32, number of episodes finished
     nonfinite: jax.Array  # () bool, a minibatch step had a non-finite loss or gradient
     promoted: jax.Array  # () bool, the curriculum moved to the next stage after this update
@@ -86,6 +90,7 @@ class ChunkMetrics(struct.PyTreeNode):
     learning_rate: jax.Array
     episode_return: jax.Array  # mean over episodes finished in the chunk (nan if none)
     episode_length: jax.Array  # mean over episodes finished in the chunk (nan if none)
+    outcomes: Any  # {name: mean over episodes finished in the chunk} (e.g. soccer win rate)
     episodes: jax.Array  # episodes finished in the chunk
     nonfinite_updates: jax.Array  # non-finite updates in the chunk
     updates: jax.Array  # updates run in the chunk
@@ -100,7 +105,7 @@ class RunnerState(struct.PyTreeNode):
     params: Any  # flax params, float32
     opt_state: Any  # optax state, float32
     env_state: Any  # [B] batched env state (wrapped)
-    obs: jax.Array  # [B, *obs_shape] float32, raw current observation
+    obs: jax.Array  # [B, *obs_shape] float32, raw current observation of every actor
     is_first: jax.Array  # [B] bool, obs starts an episode (previous step ended one)
     hidden: Any  # recurrent carry for the B envs, float32 (() without a core)
     obs_stats: RunningStats  # observation normaliser

@@ -1,0 +1,144 @@
+"""The benchmark instrument ``bench.throughput``: a tiny run end to end, its JSON, --compare.
+
+One ``--tiny`` run of every sub-benchmark in a subprocess is shared by the tests; the
+--compare and bad-input checks read its JSON without running anything again. The run is
+mostly XLA compiles, so it gets XLA's cheap compile settings (``FAST_COMPILE``): about 3x
+faster compiles, slower code; the test checks the instrument, not the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+from bench import throughput
+
+REPO = Path(__file__).resolve().parents[1]
+FIELDS = {"median", "min", "max", "unit", "higher_is_better", "repeats"}
+FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+
+
+def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
+    return subprocess.run(
+        [sys.executable, "-m", "bench.throughput", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path_factory.mktemp("bench") / "out.json"
+    return _bench("--tiny", "--json", str(out)), out
+
+
+def test_tiny_run_prints_header_and_table(tiny):
+    proc, out = tiny
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    header = lines[0]
+    assert header.startswith("# jaxrl bench")
+    assert f"(platform {jax.devices()[0].platform})" in header
+    assert f"jax {jax.__version__}" in header
+    assert f"{os.cpu_count()} CPUs" in header
+    assert re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", header)
+    assert lines[1].split() == ["name", "median", "spread", "(min", "-", "max)", "unit", "repeats"]
+    rows = {line.split()[0]: line.split() for line in lines[2:] if not line.startswith("#")}
+    results = json.loads(out.read_text())["results"]
+    assert set(rows) == set(results)
+    for name, r in results.items():
+        # name, median, min, "-", max, unit, repeats
+        assert rows[name][-2:] == [r["unit"], str(r["repeats"])], rows[name]
+
+
+def test_tiny_json_schema_and_figures(tiny):
+    proc, out = tiny
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert set(data) == {"meta", "results"}
+    meta = data["meta"]
+    for key in ("device_kind", "platform", "jax_version", "cpu_count", "date", "profile"):
+        assert key in meta, key
+    assert meta["profile"] == "tiny"
+    assert meta["jax_version"] == jax.__version__
+    assert FAST_COMPILE in meta["xla_flags"]
+    results = data["results"]
+    for section in throughput.SECTIONS:
+        assert any(name.startswith(f"{section}/") for name in results), section
+    for expected in (
+        "env/CartPole-v1/n=64/sps",
+        "env/CartPole-v1/n=64/compile",
+        "train/cartpole/sps",
+        "train/cartpole/compile",
+        "inference/cartpole/b=1/p99",
+        "precision/cartpole/bfloat16/sps",
+    ):
+        assert expected in results, expected
+    for name, r in results.items():
+        assert set(r) == FIELDS, name
+        assert isinstance(r["higher_is_better"], bool) and isinstance(r["unit"], str), name
+        assert isinstance(r["repeats"], int) and r["repeats"] >= 1, name
+        for key in ("median", "min", "max"):
+            assert math.isfinite(r[key]) and r[key] > 0, (name, key, r[key])
+        assert r["min"] <= r["median"] <= r["max"], name
+        rate = name.endswith(("sps", "_per_s"))
+        assert r["higher_is_better"] == rate, name
+
+
+def test_compare_with_itself_exits_0(tiny, capsys):
+    _, out = tiny
+    assert throughput.main(["--results", str(out), "--compare", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "REGRESSED" not in printed
+    assert "train/cartpole/sps" in printed and "1.000" in printed
+
+
+def test_compare_with_much_better_old_figures_exits_1(tiny, tmp_path):
+    _, out = tiny
+    data = json.loads(out.read_text())
+    old = data["results"]
+    for key in ("median", "min", "max"):
+        old["train/cartpole/sps"][key] *= 10  # the old run trained 10x faster
+        old["train/cartpole/compile"][key] /= 10  # ... and compiled 10x faster
+    doctored = tmp_path / "old.json"
+    doctored.write_text(json.dumps(data))
+    proc = _bench("--results", str(out), "--compare", str(doctored), timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    regressed = [line for line in proc.stdout.splitlines() if "REGRESSED" in line]
+    assert sorted(line.split()[0] for line in regressed) == [
+        "train/cartpole/compile",
+        "train/cartpole/sps",
+    ]
+    assert "train/cartpole/sps" in proc.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--only", "env,bogus"], "'bogus'"),
+        (["--config", "configs/no_such.yaml"], "no_such.yaml does not exist"),
+        (["--compare", "no_such.json"], "cannot read no_such.json"),
+        (["--compare", "README.md"], "not valid JSON"),
+        (["--set", "ppo.lrr=1"], "unknown config key ppo.lrr"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, monkeypatch):
+    monkeypatch.chdir(REPO)
+    assert throughput.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], captured.err
