@@ -93,3 +93,7 @@ def is_discrete(env: Any, params: Any) -> bool:
 
 register("CartPole-masked-v1", _masked_cartpole)
 register("MemoryProbe", MemoryProbe)
+
+from envs.soccer import Soccer  # noqa: E402 - registered after the registry is defined
+
+register("Soccer", Soccer)

@@ -43,7 +43,7 @@ class EpisodeStatsState(struct.PyTreeNode):
     """State of :class:`EpisodeStatistics`; every field is per env instance."""
 
     env_state: Any
-    episode_return: jax.Array  # () float32, running return of the current episode
+    episode_return: jax.Array  # () float32 ([A] for multi-agent envs), current episode's return
     episode_length: jax.Array  # () int32, steps taken in the current episode
 
 
@@ -59,9 +59,11 @@ class EpisodeStatistics(Wrapper):
     def reset(self, key: jax.Array, params: Any) -> tuple[Any, EpisodeStatsState]:
         """Reset the env and zero the counters."""
         obs, env_state = self._env.reset(key, params)
+        # Multi-agent envs reward each agent: one return per agent slot.
+        num_agents = getattr(self._env, "num_agents", 1)
         state = EpisodeStatsState(
             env_state=env_state,
-            episode_return=jnp.zeros((), jnp.float32),
+            episode_return=jnp.zeros((num_agents,) if num_agents > 1 else (), jnp.float32),
             episode_length=jnp.zeros((), jnp.int32),
         )
         return obs, state

@@ -17,8 +17,8 @@ from envs.soccer.env import (
     load_reward_weights,
     observe,
     opponent_actions,
-    play_scripted,
     rollout_states,
+    scripted_rollout,
 )
 from envs.soccer.physics import MAX_PER_TEAM, NUM_ACTIONS, PhysicsParams
 from envs.soccer.rule_policy import rule_policy_actions
@@ -39,7 +39,7 @@ __all__ = [
     "load_reward_weights",
     "observe",
     "opponent_actions",
-    "play_scripted",
     "rollout_states",
     "rule_policy_actions",
+    "scripted_rollout",
 ]

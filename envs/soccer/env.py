@@ -56,6 +56,7 @@ Info (same keys and shapes every step):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,6 @@ from gymnax.environments import environment, spaces
 
 from envs.soccer import physics
 from envs.soccer.physics import (
-    GOAL_DEPTH,
     HALF_LENGTH,
     HALF_WIDTH,
     MAX_PER_TEAM,
@@ -130,6 +130,7 @@ class RewardWeights(struct.PyTreeNode):
     sparse: jax.Array = np.bool_(False)  # keep only the goal terms
 
     def __post_init__(self):
+        """Cast Python scalars to the leaf dtypes (see ``physics.cast_python_scalars``)."""
         cast_python_scalars(self)
 
 
@@ -146,6 +147,7 @@ class EnvParams(struct.PyTreeNode):
     physics: PhysicsParams = struct.field(default_factory=PhysicsParams)
 
     def __post_init__(self):
+        """Cast Python scalars to the leaf dtypes (see ``physics.cast_python_scalars``)."""
         cast_python_scalars(self)
 
 
@@ -203,8 +205,13 @@ def _other_features(
     """Features of K other cars seen from each of 3 own cars.
 
     Args:
-      self_pos, self_vel: [3, 2]; self_heading: [3].
-      pos, vel: [3, K, 2]; heading, active: [3, K].
+      self_pos: [3, 2] own positions (team frame).
+      self_vel: [3, 2] own velocities.
+      self_heading: [3] own headings.
+      pos: [3, K, 2] positions of the K others, per own car.
+      vel: [3, K, 2] their velocities.
+      heading: [3, K] their headings.
+      active: [3, K] bool, whether each of them plays.
 
     Returns:
       float32 [3, K * 9].
@@ -230,6 +237,11 @@ def observe(state: EnvState, params: EnvParams, team: int) -> jax.Array:
 
     Serves both teams: ``team`` 0 is blue, 1 is orange (a Python int); orange sees the world
     rotated by 180 degrees so that it, too, attacks +y.
+
+    Args:
+      state: one env's state (no batch axis).
+      params: its params (for the match clock).
+      team: 0 or 1.
 
     Returns:
       float32 [3, OBS_DIM]; rows of inactive slots are zeros.
@@ -293,11 +305,16 @@ def observe(state: EnvState, params: EnvParams, team: int) -> jax.Array:
 def scripted_actions(
     key: jax.Array, state: EnvState, params: EnvParams, kind: jax.Array, team: int
 ) -> jax.Array:
-    """int32 [3] actions of a scripted policy ``kind`` (IDLE, RULE, RANDOM) for ``team``."""
-    random_actions = jax.random.randint(key, (MAX_PER_TEAM,), 0, NUM_ACTIONS, jnp.int32)
+    """int32 [3] actions of a scripted policy ``kind`` (IDLE, RULE, RANDOM) for ``team``.
+
+    ``kind`` is traced: under ``vmap`` with an unbatched ``kind`` only the chosen branch runs.
+    """
+    key_rule, key_random = jax.random.split(key)
+    del key
+    random_actions = jax.random.randint(key_random, (MAX_PER_TEAM,), 0, NUM_ACTIONS, jnp.int32)
     branches = (
         lambda: jnp.full((MAX_PER_TEAM,), NOOP_ACTION, jnp.int32),
-        lambda: rule_policy_actions(key, state, params, team),
+        lambda: rule_policy_actions(key_rule, state, params, team),
         lambda: random_actions,
     )
     return jax.lax.switch(jnp.clip(kind, 0, NUM_SCRIPTED_KINDS - 1), branches)
@@ -336,7 +353,7 @@ def _normalize(v: jax.Array) -> jax.Array:
 
 
 def ball_goal_potential(ball_pos: jax.Array) -> jax.Array:
-    """phi in [-1, 1] for blue: +1 with the ball at the orange goal, -1 at its own. Shape ()."""
+    """Blue's potential phi () in [-1, 1]: +1 with the ball at the orange goal, -1 at its own."""
     d_own = jnp.sqrt(jnp.sum((ball_pos - _OWN_GOAL) ** 2))
     d_opp = jnp.sqrt(jnp.sum((ball_pos - _OPP_GOAL) ** 2))
     return (d_own - d_opp) / (2.0 * HALF_LENGTH)
@@ -353,6 +370,9 @@ def reward_terms(
       events: what happened during the step.
       agent_mask: [3] bool, active blue slots.
       w: weights.
+
+    Returns:
+      ``{name: float32 [3]}`` for every name in ``REWARD_TERMS``.
     """
     dense = jnp.where(w.sparse, 0.0, 1.0)
     ones = jnp.ones(MAX_PER_TEAM, jnp.float32)
@@ -467,6 +487,15 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
                 jnp.float32
             ),
             "reward_terms": terms,
+            # Valid where the episode ends (the trainer reads them only there): the match
+            # result from blue's side, for logs and curriculum promotion.
+            "episode_outcome": {
+                "win": (score[0] > score[1]).astype(jnp.float32),
+                "draw": (score[0] == score[1]).astype(jnp.float32),
+                "loss": (score[0] < score[1]).astype(jnp.float32),
+                "goals_for": score[0].astype(jnp.float32),
+                "goals_against": score[1].astype(jnp.float32),
+            },
         }
         return observe(state, params, team=0), state, reward, terminated, info
 
@@ -484,129 +513,100 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
 # ----------------------------------------------------------------------------- scripted play
 
 
-class PlayStats(struct.PyTreeNode):
-    """Per-env statistics of :func:`play_scripted`, reduced in-graph (all shaped [B])."""
+class ScriptedTrace(struct.PyTreeNode):
+    """Per-step record of :func:`scripted_rollout`; every leaf is time-major [T, B, ...]."""
 
-    goals_blue: jax.Array  # float32, goals by blue over the whole rollout
-    goals_orange: jax.Array  # float32
-    wins: jax.Array  # float32, finished episodes blue won on score
-    losses: jax.Array  # float32, finished episodes orange won
-    episodes: jax.Array  # float32, finished episodes (terminated or truncated)
-    touches: jax.Array  # float32, blue ball touches (summed over cars)
-    reward: jax.Array  # float32, summed blue reward (over cars and steps)
-    repeat_goals: jax.Array  # float32, steps with a goal right after a goal step
-    all_finite: jax.Array  # bool, every obs and reward finite
-    ball_inside: jax.Array  # bool, the ball never left the field-plus-goals
-    masks_ok: jax.Array  # bool, masks, zero rows/rewards and parked cars all as specified
+    reward: jax.Array  # [T, B, 3] float32
+    reward_terms: dict[str, jax.Array]  # name -> [T, B, 3] float32, weighted terms
+    terminated: jax.Array  # [T, B] bool
+    truncated: jax.Array  # [T, B] bool
+    agent_mask: jax.Array  # [T, B, 3] bool
+    goal_blue: jax.Array  # [T, B] float32
+    goal_orange: jax.Array  # [T, B] float32
+    score_blue: jax.Array  # [T, B] float32, episode score after the step (before auto-reset)
+    score_orange: jax.Array  # [T, B] float32
+    ball_touch: jax.Array  # [T, B, 3] float32
+    ball_pos: jax.Array  # [T, B, 2] float32, after the step (and after any reset)
+    obs_finite: jax.Array  # [T, B] bool, every observation entry is finite
+    obs_masked: jax.Array  # [T, B] bool, rows of inactive blue slots are exactly zero
+    parked: jax.Array  # [T, B] bool, every inactive car sits on its parking spot
 
 
-class PlayCarry(struct.PyTreeNode):
-    """Scan carry of :func:`play_scripted`."""
+class ScriptedCarry(struct.PyTreeNode):
+    """Scan carry of :func:`scripted_rollout`."""
 
     key: jax.Array
     env_state: EnvState  # [B]
-    last_goal: jax.Array  # [B] bool, the previous step had a goal
-    stats: PlayStats
 
 
-def _init_stats(num_envs: int) -> PlayStats:
-    zeros = jnp.zeros(num_envs, jnp.float32)
-    true = jnp.ones(num_envs, bool)
-    return PlayStats(
-        goals_blue=zeros,
-        goals_orange=zeros,
-        wins=zeros,
-        losses=zeros,
-        episodes=zeros,
-        touches=zeros,
-        reward=zeros,
-        repeat_goals=zeros,
-        all_finite=true,
-        ball_inside=true,
-        masks_ok=true,
-    )
-
-
-def play_step(
-    env: Soccer, params: EnvParams, learner_kind: jax.Array, carry: PlayCarry
-) -> PlayCarry:
-    """One vmapped env step with a scripted blue team; updates the running stats."""
-    num_envs = carry.last_goal.shape[0]
+def scripted_step(
+    env: Soccer, params: EnvParams, learner_kind: jax.Array, carry: ScriptedCarry, _: Any
+) -> tuple[ScriptedCarry, ScriptedTrace]:
+    """One vmapped env step with a scripted blue team (a ``lax.scan`` body)."""
     key, key_act, key_step = jax.random.split(carry.key, 3)
     state = carry.env_state
+    num_envs = state.time.shape[0]
     actions = jax.vmap(scripted_actions, in_axes=(0, 0, None, None, None))(
         jax.random.split(key_act, num_envs), state, params, learner_kind, 0
     )  # [B, 3]
     obs, next_state, reward, terminated, truncated, info = jax.vmap(
         env.step, in_axes=(0, 0, 0, None)
     )(jax.random.split(key_step, num_envs), state, actions, params)
-
-    done = terminated | truncated
-    goal = (info["goal_blue"] + info["goal_orange"]) > 0
-    mask = info["agent_mask"]  # [B, 3]
-    expected = jnp.arange(MAX_PER_TEAM) < params.blue_size
-    inactive = ~state.car_active
-    parked = jnp.all(
-        jnp.where(inactive[..., None], next_state.bodies.car_pos == physics.PARK_POSITIONS, True),
-        axis=(1, 2),
+    inactive = ~state.car_active  # [B, 6]
+    on_spot = jnp.all(next_state.bodies.car_pos == physics.PARK_POSITIONS, axis=-1)  # [B, 6]
+    trace = ScriptedTrace(
+        reward=reward,
+        reward_terms=info["reward_terms"],
+        terminated=terminated,
+        truncated=truncated,
+        agent_mask=info["agent_mask"],
+        goal_blue=info["goal_blue"],
+        goal_orange=info["goal_orange"],
+        score_blue=info["score_blue"],
+        score_orange=info["score_orange"],
+        ball_touch=info["ball_touch"],
+        ball_pos=next_state.bodies.ball_pos,
+        obs_finite=jnp.all(jnp.isfinite(obs), axis=(1, 2)),
+        obs_masked=jnp.all(jnp.where(info["agent_mask"][..., None], True, obs == 0.0), (1, 2)),
+        parked=jnp.all(jnp.where(inactive, on_spot, True), axis=-1),
     )
-    masks_ok = (
-        jnp.all(mask == expected, axis=-1)
-        & jnp.all(jnp.where(mask[..., None], True, obs == 0.0), axis=(1, 2))
-        & jnp.all(jnp.where(mask, True, reward == 0.0), axis=-1)
-        & parked
-    )
-    s = carry.stats
-    stats = PlayStats(
-        goals_blue=s.goals_blue + info["goal_blue"],
-        goals_orange=s.goals_orange + info["goal_orange"],
-        wins=s.wins + (done & (info["score_blue"] > info["score_orange"])),
-        losses=s.losses + (done & (info["score_blue"] < info["score_orange"])),
-        episodes=s.episodes + done,
-        touches=s.touches + info["ball_touch"].sum(-1),
-        reward=s.reward + reward.sum(-1),
-        repeat_goals=s.repeat_goals + (goal & carry.last_goal),
-        all_finite=s.all_finite
-        & jnp.all(jnp.isfinite(obs), axis=(1, 2))
-        & jnp.all(jnp.isfinite(reward), axis=-1),
-        ball_inside=s.ball_inside
-        & physics.inside_field(next_state.bodies.ball_pos, physics.BALL_RADIUS),
-        masks_ok=s.masks_ok & masks_ok,
-    )
-    return PlayCarry(key=key, env_state=next_state, last_goal=goal, stats=stats)
+    return ScriptedCarry(key=key, env_state=next_state), trace
 
 
-def play_scripted(
+def scripted_rollout(
     env: Soccer,
     key: jax.Array,
+    state: EnvState,
     params: EnvParams,
     learner_kind: jax.Array,
-    num_envs: int,
     num_steps: int,
-) -> tuple[EnvState, PlayStats]:
-    """Scripted blue (``learner_kind``: IDLE, RULE, RANDOM) vs ``params``' opponent.
+) -> tuple[EnvState, ScriptedTrace]:
+    """``num_steps`` steps of B envs with a scripted blue team against ``params``' opponent.
 
-    Jit it with ``env``, ``num_envs`` and ``num_steps`` static; params and ``learner_kind``
-    are traced, so switching team sizes, opponents or the blue policy reuses the compilation.
+    Blue plays ``learner_kind`` (IDLE, RULE or RANDOM); for "RulePolicy vs X" evaluations,
+    benchmarks and tests. Jit it with ``env`` and ``num_steps`` static: ``state`` (any batch
+    size B), ``params`` and ``learner_kind`` are traced, so team sizes, opponents and the blue
+    policy change without recompiling, and calls chain (pass the returned state back in).
+
+    Args:
+      env: the env.
+      key: PRNG key.
+      state: EnvState with a leading batch axis [B].
+      params: unbatched EnvParams.
+      learner_kind: int32 (), the blue team's scripted policy.
+      num_steps: scan length T.
 
     Returns:
-      ``(final_state [B], stats)``.
+      ``(state [B], trace [T, B])``.
     """
-    key_reset, key_play = jax.random.split(key)
-    del key
-    _, state = jax.vmap(env.reset, in_axes=(0, None))(
-        jax.random.split(key_reset, num_envs), params
+    carry = ScriptedCarry(key=key, env_state=state)
+    carry, trace = jax.lax.scan(
+        functools.partial(scripted_step, env, params, jnp.asarray(learner_kind, jnp.int32)),
+        carry,
+        None,
+        length=num_steps,
     )
-    carry = PlayCarry(
-        key=key_play,
-        env_state=state,
-        last_goal=jnp.zeros(num_envs, bool),
-        stats=_init_stats(num_envs),
-    )
-    carry = jax.lax.fori_loop(
-        0, num_steps, lambda _, c: play_step(env, params, jnp.asarray(learner_kind), c), carry
-    )
-    return carry.env_state, carry.stats
+    return carry.env_state, trace
 
 
 def rollout_states(

@@ -81,8 +81,8 @@ def _background() -> Image.Image:
         y0, y1 = sorted((sign * HALF_LENGTH, sign * (HALF_LENGTH + GOAL_DEPTH)))
         (c0, r0), (c1, r1) = _px(-GOAL_HALF_WIDTH, y1), _px(GOAL_HALF_WIDTH, y0)
         draw.rectangle([c0 + 2, r0 + 2, c1 - 2, r1 - 2], fill=colour)
-        draw.line([_px(-GOAL_HALF_WIDTH, sign * HALF_LENGTH), _px(GOAL_HALF_WIDTH, sign * HALF_LENGTH)],
-                  fill=LINE, width=2)  # fmt: skip
+        goal_line = [_px(x, sign * HALF_LENGTH) for x in (-GOAL_HALF_WIDTH, GOAL_HALF_WIDTH)]
+        draw.line(goal_line, fill=LINE, width=2)
     draw.line([_px(-HALF_WIDTH, 0.0), _px(HALF_WIDTH, 0.0)], fill=LINE, width=1)
     _circle(draw, 0.0, 0.0, 1.0, fill=None, outline=LINE)
     return img
@@ -141,8 +141,7 @@ def render_frames(states: Any, params: Any) -> list[np.ndarray]:
     background = _background()
     num = states.time.shape[0]
     return [
-        _frame(background, jax.tree.map(lambda x, t=t: x[t], states), max_steps)
-        for t in range(num)
+        _frame(background, jax.tree.map(lambda x, t=t: x[t], states), max_steps) for t in range(num)
     ]
 
 

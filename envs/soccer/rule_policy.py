@@ -11,7 +11,9 @@ Attacker, in order of precedence:
      drive through the ball.
   3. *Approach*: drive to a point behind the ball on the line from the opponent goal through
      the ball, ``APPROACH_DIST`` beyond it.
-Boost when facing the target and either far from it or shooting.
+Targets are clamped inside the walls. A target close behind the car is reached in reverse;
+far off-axis targets at speed make the car lift off the throttle to turn tighter. Boost when
+facing the target and either far from it or shooting.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ import jax.numpy as jnp
 from envs.soccer import physics
 from envs.soccer.physics import CORNER, GOAL_DEPTH, HALF_LENGTH, HALF_WIDTH, MAX_PER_TEAM
 
-APPROACH_DIST = 0.9  # how far behind the ball (away from the target goal) to line up
-SHOOT_COS = 0.92  # cos of the max angle between car->ball and ball->goal to go for the shot
+APPROACH_DIST = 0.45  # how far behind the ball (away from the target goal) to line up
+SHOOT_COS = 0.97  # cos of the max angle between car->ball and ball->goal to go for the shot
 DEFEND_SIDE_OFFSET = 0.7  # sideways offset when getting back goal-side of the ball
 DEFEND_BACK_DIST = 1.0  # how far goal-side of the ball to go when defending
 SUPPORT_FRACTION = 0.35  # supporters wait this far along own goal -> ball
-STEER_DEADZONE = 0.08  # radians; inside it the car drives straight
+STEER_DEADZONE = 0.06  # radians; inside it the car drives straight
 BOOST_ANGLE = 0.25  # radians; boost only when this well aligned
 BOOST_DIST = 1.5  # and the target is at least this far (or we are shooting)
 SLOW_ANGLE = 1.3  # radians; above it and fast, lift off the throttle to turn tighter
