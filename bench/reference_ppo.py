@@ -125,7 +125,9 @@ def make_reference_train(
                 batch = (traj, adv, targets)
                 perm = jax.random.permutation(key_perm, num_envs * num_steps)
                 batch = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:])[perm], batch)
-                mbs = jax.tree.map(lambda x: x.reshape((num_minibatches, minibatch) + x.shape[1:]), batch)
+                mbs = jax.tree.map(
+                    lambda x: x.reshape((num_minibatches, minibatch) + x.shape[1:]), batch
+                )
 
                 def mb_step(state, mb):
                     t, a, tgt = mb

@@ -374,7 +374,8 @@ def validate(config: Config) -> None:
     _require(net.core_unroll >= 1, f"network.core_unroll must be >= 1, got {net.core_unroll}")
     _require(ppo.num_steps >= 1, f"ppo.num_steps must be >= 1, got {ppo.num_steps}")
     _require(
-        ppo.sequence_length >= 0 and (ppo.sequence_length == 0 or ppo.num_steps % ppo.sequence_length == 0),
+        ppo.sequence_length == 0
+        or (ppo.sequence_length > 0 and ppo.num_steps % ppo.sequence_length == 0),
         f"ppo.sequence_length ({ppo.sequence_length}) must divide ppo.num_steps "
         f"({ppo.num_steps}) (0 = whole rollout)",
     )
@@ -443,7 +444,7 @@ def validate(config: Config) -> None:
 
 def _check_env_param(key: str, value: Any, default: Any) -> None:
     """An env parameter override must have the kind of value its default has."""
-    if isinstance(default, bool) or getattr(default, "dtype", None) == bool:
+    if isinstance(default, bool) or str(getattr(default, "dtype", "")) == "bool":
         ok = isinstance(value, bool)
         kind = "bool"
     elif isinstance(default, int) or "int" in str(getattr(default, "dtype", "")):

@@ -23,11 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl.checkpoint import CheckpointError, Checkpointer, PolicyState
+from jaxrl.checkpoint import Checkpointer, CheckpointError, PolicyState
 from jaxrl.config import ConfigError, load_config
 from jaxrl.curriculum import stage_params
-from jaxrl.rollout import OUTCOME_KEY, act, agent_mask, per_actor, per_env
 from jaxrl.normalize import normalize
+from jaxrl.rollout import OUTCOME_KEY, act, agent_mask, per_actor, per_env
 from jaxrl.setup import Setup, make_setup
 from jaxrl.types import RunningStats
 

@@ -46,7 +46,7 @@ class Logger:
         self.writer = SummaryWriter(logdir=str(run_dir))
 
     def scalars(self, step: int, values: dict[str, float]) -> None:
-        """Log ``{tag: value}`` at ``step`` (env steps); NaN values (no episode ended) are skipped."""
+        """Log ``{tag: value}`` at ``step`` (env steps); NaNs (no episode ended) are skipped."""
         for tag, value in values.items():
             if not math.isnan(value):
                 self.writer.add_scalar(tag, value, global_step=step)

@@ -104,7 +104,9 @@ class _LSTMStep(nn.Module):
 
 
 class RecurrentCore(nn.Module):
-    """GRU or LSTM over a sequence: ``(carry, x [L, N, F], is_first [L, N]) -> (carry, y [L, N, H])``.
+    """GRU or LSTM over a sequence: ``(carry, x [L, N, F], is_first [L, N]) -> (carry, y)``.
+
+    ``y`` is ``[L, N, H]``.
 
     The carry (float32) is reset to zeros at every step where ``is_first`` is set, inside
     the scanned cell, both while acting and while re-running stored sequences in the loss.

@@ -18,7 +18,6 @@ from jaxrl.normalize import normalize, update_stats
 from jaxrl.setup import Setup
 from jaxrl.types import RunningStats, Transition
 
-
 OUTCOME_KEY = "episode_outcome"  # optional info entry: {name: () float32} at episode end
 
 

@@ -9,14 +9,14 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 import optax
+from gymnax.environments import spaces as gymnax_spaces
 
 import envs
-from gymnax.environments import spaces as gymnax_spaces
 from jaxrl.config import Config
 from jaxrl.curriculum import CurriculumSpec, make_spec
 from jaxrl.losses import LossHyperparams
-from jaxrl.precision import compute_dtype
 from jaxrl.networks import ActorCritic
+from jaxrl.precision import compute_dtype
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -17,13 +17,12 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 from tqdm import tqdm
 
-from jaxrl.checkpoint import CheckpointError, Checkpointer
+from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import Config, ConfigError, load_config, save_config
 from jaxrl.logger import Logger, chunk_scalars
 from jaxrl.setup import Setup, make_setup

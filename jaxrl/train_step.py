@@ -96,20 +96,44 @@ def make_sequences(setup: Setup, data: Minibatch, start_hidden) -> Minibatch:
     return sequences.replace(hidden=hidden)
 
 
-def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetrics]:
-    """One PPO update: a rollout of ``T`` steps on ``B`` envs, GAE, then the epochs."""
-    ppo = setup.config.ppo
-    key, key_rollout, key_epochs, key_reset = jax.random.split(runner.key, 4)
-    env_params = stage_params(setup.curriculum, setup.env_params, runner.curriculum.stage)
-
-    carry = RolloutCarry(
+def rollout_carry(runner: RunnerState) -> RolloutCarry:
+    """The part of the runner state the rollout advances."""
+    return RolloutCarry(
         env_state=runner.env_state,
         obs=runner.obs,
         is_first=runner.is_first,
         hidden=runner.hidden,
         obs_stats=runner.obs_stats,
     )
-    carry, traj, start_hidden = rollout(setup, runner.params, env_params, carry, key_rollout)
+
+
+def training_batch(
+    setup: Setup, traj, start_hidden, advantages: jax.Array, targets: jax.Array
+) -> Minibatch:
+    """All training sequences of one rollout (``[T, B]`` data with GAE results)."""
+    data = Minibatch(
+        obs=traj.obs,
+        is_first=traj.is_first,
+        hidden=(),
+        action=traj.action,
+        log_prob=traj.log_prob,
+        value=traj.value,
+        advantage=advantages,
+        target=targets,
+        mask=traj.mask,
+    )
+    return make_sequences(setup, data, start_hidden)
+
+
+def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetrics]:
+    """One PPO update: a rollout of ``T`` steps on ``B`` envs, GAE, then the epochs."""
+    ppo = setup.config.ppo
+    key, key_rollout, key_epochs, key_reset = jax.random.split(runner.key, 4)
+    env_params = stage_params(setup.curriculum, setup.env_params, runner.curriculum.stage)
+
+    carry, traj, start_hidden = rollout(
+        setup, runner.params, env_params, rollout_carry(runner), key_rollout
+    )
 
     last_obs = normalize(carry.obs_stats, carry.obs, setup.config.env.normalize_obs)
     # is_first resets the core before the value: an episode that just began has no history.
@@ -124,21 +148,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         ppo.gamma,
         ppo.gae_lambda,
     )
-    batch = make_sequences(
-        setup,
-        Minibatch(
-            obs=traj.obs,
-            is_first=traj.is_first,
-            hidden=(),
-            action=traj.action,
-            log_prob=traj.log_prob,
-            value=traj.value,
-            advantage=advantages,
-            target=targets,
-            mask=traj.mask,
-        ),
-        start_hidden,
-    )
+    batch = training_batch(setup, traj, start_hidden, advantages, targets)
     learning_rate = current_learning_rate(runner.opt_state)
     opt, steps = update_epochs(
         setup, OptState(params=runner.params, opt_state=runner.opt_state), batch, key_epochs

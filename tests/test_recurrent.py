@@ -16,10 +16,16 @@ from jaxrl.evaluate import evaluate
 from jaxrl.losses import Minibatch
 from jaxrl.networks import make_distribution
 from jaxrl.ppo import shuffle_minibatches
-from jaxrl.rollout import RolloutCarry, rollout
+from jaxrl.rollout import rollout
 from jaxrl.setup import make_setup
 from jaxrl.train import train
-from jaxrl.train_step import init_runner_state, make_sequences, make_train_step
+from jaxrl.train_step import (
+    init_runner_state,
+    make_sequences,
+    make_train_step,
+    rollout_carry,
+    training_batch,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,28 +65,9 @@ def _rollout_and_recompute(config):
 
     @jax.jit
     def go(runner):
-        carry = RolloutCarry(
-            env_state=runner.env_state,
-            obs=runner.obs,
-            is_first=runner.is_first,
-            hidden=runner.hidden,
-            obs_stats=runner.obs_stats,
-        )
+        carry = rollout_carry(runner)
         _, traj, start_hidden = rollout(setup, runner.params, setup.env_params, carry, runner.key)
-        seqs = make_sequences(
-            setup,
-            Minibatch(
-                obs=traj.obs,
-                is_first=traj.is_first,
-                hidden=(),
-                action=traj.action,
-                log_prob=traj.log_prob,
-                value=traj.value,
-                advantage=traj.reward,
-                target=traj.reward,
-            ),
-            start_hidden,
-        )
+        seqs = training_batch(setup, traj, start_hidden, traj.reward, traj.reward)
         _, policy_params, value = setup.network.apply(
             runner.params, seqs.hidden, seqs.obs, seqs.is_first
         )

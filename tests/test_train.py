@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from jaxrl.config import load_config
+from jaxrl.setup import make_setup
 from jaxrl.train import TrainingError, train
 from jaxrl.train_step import init_runner_state, make_train_step, train_chunk
-from jaxrl.setup import make_setup
 
 REPO = Path(__file__).resolve().parents[1]
 
