@@ -6,10 +6,10 @@ import dataclasses
 from typing import Any
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from gymnax.environments import spaces as gymnax_spaces
 
 import envs
 from jaxrl.config import Config
@@ -131,14 +131,13 @@ def make_setup(config: Config) -> Setup:
 
 def outcome_names(env: Any, env_params: Any) -> tuple[str, ...]:
     """Keys of ``info["episode_outcome"]`` (traced abstractly, no compute)."""
-    import jax  # noqa: PLC0415
 
     def one_step(key):
-        obs, state = env.reset(key, env_params)
+        _, state = env.reset(key, env_params)
+        action = env.action_space(env_params).sample(key)
         num_agents = getattr(env, "num_agents", 1)
-        action = jnp.zeros((num_agents,) if num_agents > 1 else (), jnp.int32)
-        if not isinstance(env.action_space(env_params), gymnax_spaces.Discrete):
-            action = jnp.zeros(env.action_space(env_params).shape, jnp.float32)
+        if num_agents > 1:
+            action = jnp.broadcast_to(action, (num_agents,) + action.shape)
         return env.step(key, state, action, env_params)[-1]
 
     info = jax.eval_shape(one_step, jax.random.key(0))

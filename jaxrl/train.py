@@ -70,7 +70,7 @@ def run_summary(config: Config, setup: Setup, run_dir: Path, start_update: int) 
     devices = ", ".join(f"{d.platform}:{d.id}" for d in jax.devices())
     on = lambda flag: "on" if flag else "off"  # noqa: E731
     lines = [
-        f"jaxrl {jax.__version__=}".replace("jax.__version__=", "jax ").replace("'", ""),
+        f"jaxrl on jax {jax.__version__}",
         f"  run dir      {run_dir}",
         f"  devices      {devices}",
         f"  precision    {config.precision} -> compute {setup.compute_dtype.name}, params float32",
