@@ -2,13 +2,14 @@
 
 ``make(name, **overrides)`` returns ``(env, env_params)`` for every gymnax environment
 (by its gymnax name, e.g. ``"CartPole-v1"``) and for the environments registered here.
-Keyword overrides replace fields of the env's default ``EnvParams``.
+Keyword overrides replace fields of the env's default ``EnvParams``; a field that is itself a
+struct (e.g. Soccer's ``reward``) takes a mapping of its own fields (:func:`override_params`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnax
@@ -23,6 +24,7 @@ __all__ = [
     "MemoryProbe",
     "Wrapper",
     "make",
+    "override_params",
     "register",
     "registered_envs",
 ]
@@ -55,13 +57,14 @@ def make(name: str, **overrides: Any) -> tuple[Any, Any]:
     Args:
       name: a gymnax environment name or one registered with :func:`register`.
       **overrides: replacements for fields of the env's default params
-        (e.g. ``max_steps_in_episode=200``).
+        (e.g. ``max_steps_in_episode=200``); a struct field takes a mapping of its own
+        fields (``reward={"touch": 0.1}``), see :func:`override_params`.
 
     Returns:
       ``(env, env_params)``.
 
     Raises:
-      ValueError: unknown name, or an override that is not a field of the params.
+      ValueError: unknown name, or an override that does not fit the params.
     """
     if name in _OWN_ENVS:
         env = _OWN_ENVS[name]()
@@ -70,20 +73,54 @@ def make(name: str, **overrides: Any) -> tuple[Any, Any]:
         env, params = gymnax.make(name)
     else:
         raise ValueError(f"unknown environment {name!r}; known: {', '.join(registered_envs())}")
+    try:
+        return env, override_params(params, overrides)
+    except ValueError as err:
+        raise ValueError(f"{name}: {err}") from None
+
+
+def override_params(params: Any, overrides: Mapping[str, Any], prefix: str = "") -> Any:
+    """``params`` with fields replaced; a mapping given for a struct field replaces its fields.
+
+    ``override_params(p, {"max_steps": 200, "reward": {"touch": 0.1}})`` sets ``p.max_steps``
+    and ``p.reward.touch`` and keeps every other field of ``p.reward``, at any depth.
+
+    Args:
+      params: a dataclass pytree (``flax.struct``), e.g. an env's ``EnvParams``.
+      overrides: field name -> new value, or -> a mapping of overrides for a struct field.
+      prefix: dotted path of ``params`` inside the outer params, for error messages.
+
+    Returns:
+      The new params (``params`` is not modified).
+
+    Raises:
+      ValueError: an unknown field, a mapping for a non-struct field or a scalar for a struct
+        field, named by its dotted path.
+    """
     fields = {f.name for f in dataclasses.fields(params)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise ValueError(
-            f"{name} has no parameter {unknown[0]!r}; its parameters: {', '.join(sorted(fields))}"
-        )
-    # An int given for a float parameter (gravity=10) keeps the parameter a float.
-    overrides = {
-        k: float(v)
-        if isinstance(getattr(params, k), float) and isinstance(v, int) and not isinstance(v, bool)
-        else v
-        for k, v in overrides.items()
-    }
-    return env, params.replace(**overrides)
+    changes = {}
+    for key, value in overrides.items():
+        path = f"{prefix}{key}"
+        if key not in fields:
+            raise ValueError(f"no parameter {path!r}; known: {', '.join(sorted(fields))}")
+        current = getattr(params, key)
+        if isinstance(value, Mapping):
+            if not _is_struct(current):
+                raise ValueError(f"parameter {path!r} is not a struct: got a mapping {value!r}")
+            value = override_params(current, value, f"{path}.")
+        elif _is_struct(current) and not isinstance(value, type(current)):
+            raise ValueError(
+                f"parameter {path!r} is a {type(current).__name__}: give a mapping of its "
+                f"fields, got {value!r}"
+            )
+        elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # an int for a float parameter (gravity=10) keeps it a float
+        changes[key] = value
+    return params.replace(**changes)
+
+
+def _is_struct(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 def is_discrete(env: Any, params: Any) -> bool:

@@ -346,13 +346,12 @@ def validate(config: Config) -> None:
         f"env.name: unknown environment {env.name!r}"
         + _suggest(env.name, envs.registered_envs()),
     )
+    _, default_params = envs.make(env.name)
+    _check_env_overrides("env.kwargs", env.kwargs, default_params, staged=False)
     try:
-        _, default_params = envs.make(env.name)
-        envs.make(env.name, **env.kwargs)
+        _, base_params = envs.make(env.name, **env.kwargs)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"env.kwargs: {err}") from None
-    for key, value in env.kwargs.items():
-        _check_env_param(f"env.kwargs.{key}", value, getattr(default_params, key))
     _require(env.num_envs >= 1, f"env.num_envs must be >= 1, got {env.num_envs}")
     _require(env.action_repeat >= 1, f"env.action_repeat must be >= 1, got {env.action_repeat}")
     _require(
@@ -422,15 +421,14 @@ def validate(config: Config) -> None:
         f"checkpoint.every_updates must be >= 0, got {ckpt.every_updates}",
     )
     _require(ckpt.keep >= 1, f"checkpoint.keep must be >= 1, got {ckpt.keep}")
-    _, default_params = envs.make(env.name, **env.kwargs)
     for i, stage in enumerate(config.curriculum.stages):
         where = f"curriculum.stages[{i}]"
+        # Stage overrides sit on top of env.kwargs (the base params the stage tables start from).
+        _check_env_overrides(f"{where}.env", stage.env, base_params, staged=True)
         try:
-            envs.make(env.name, **{**env.kwargs, **stage.env})
+            envs.override_params(base_params, stage.env)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"{where}.env: {err}") from None
-        for key, value in stage.env.items():
-            _check_env_param(f"{where}.env.{key}", value, getattr(default_params, key))
         _require(
             stage.metric in CURRICULUM_METRICS or stage.metric.startswith("outcome/"),
             f"{where}.metric must be one of {', '.join(CURRICULUM_METRICS)} or "
@@ -440,6 +438,55 @@ def validate(config: Config) -> None:
         _require(
             stage.min_updates >= 0, f"{where}.min_updates must be >= 0, got {stage.min_updates}"
         )
+
+
+def _check_env_overrides(where: str, overrides: Any, params: Any, *, staged: bool) -> None:
+    """Check EnvParams overrides against ``params``, recursing into struct fields.
+
+    A struct field (a dataclass, e.g. Soccer's ``reward``) takes a mapping of its own fields;
+    any other field takes a value of its default's kind. ``staged``: curriculum overrides,
+    which become array leaves gathered by the stage index, so a static field is refused.
+    """
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {overrides!r}")
+    fields = {f.name: f for f in dataclasses.fields(params)}
+    for key, value in overrides.items():
+        path = f"{where}.{key}"
+        if "." in str(key):  # dotted paths are for command-line overrides; YAML nests
+            *heads, last = str(key).split(".")
+            nested = f"{last}: ..."
+            for head in reversed(heads):
+                nested = f"{head}: {{{nested}}}"
+            raise ConfigError(f"{where}: dotted key {key!r} in a mapping; write {nested}")
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            if close:
+                hint = f" (did you mean {where}.{close[0]}?)"
+            else:
+                hint = f" (known: {', '.join(sorted(fields))})"
+            raise ConfigError(f"unknown env parameter {path}{hint}")
+        if staged and not fields[key].metadata.get("pytree_node", True):
+            raise ConfigError(
+                f"{path}: static field (pytree_node=False) of {type(params).__name__}, it "
+                f"cannot change between curriculum stages; set it in env.kwargs"
+            )
+        default = getattr(params, key)
+        if dataclasses.is_dataclass(default) and not isinstance(default, type):
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    f"{path}: expected a mapping of {type(default).__name__} fields, "
+                    f"got {value!r}"
+                )
+            _check_env_overrides(path, value, default, staged=staged)
+        elif isinstance(value, dict):
+            raise ConfigError(f"{path}: not a struct, expected a single value, got {value!r}")
+        elif staged and not (isinstance(default, (bool, int, float)) or hasattr(default, "dtype")):
+            raise ConfigError(
+                f"{path}: a {type(default).__name__} parameter cannot change between curriculum "
+                f"stages (only numbers and bools stack into per-stage arrays)"
+            )
+        else:
+            _check_env_param(path, value, default)
 
 
 def _check_env_param(key: str, value: Any, default: Any) -> None:

@@ -1,11 +1,12 @@
 """Curriculum inside the compiled step: stages are env-param overrides, promotion in-graph.
 
-A stage overrides some fields of the env's ``EnvParams``; all stages' values are stacked
-into arrays ``[S]`` so the current stage's params are a gather by the traced stage index:
-switching stages never retraces. Promotion: after each update, the stage's metric (e.g.
-mean episode return of the episodes that ended in the update) enters a window; once the
-stage has run ``min_updates`` updates and the mean of the last ``window`` values reaches
-``threshold``, the next stage begins (every env is reset with the new params).
+A stage overrides some fields of the env's ``EnvParams`` (a struct field, such as Soccer's
+``reward``, field by field); all stages' leaf values are stacked into arrays ``[S]`` so the
+current stage's params are a gather by the traced stage index: switching stages never
+retraces. Promotion: after each update, the stage's metric (e.g. mean episode return of the
+episodes that ended in the update) enters a window; once the stage has run ``min_updates``
+updates and the mean of the last ``window`` values reaches ``threshold``, the next stage
+begins (every env is reset with the new params).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class CurriculumSpec:
 
     names: tuple[str, ...]
     metrics: tuple[str, ...]  # per stage: key of the update metric that promotes
-    param_tables: dict[str, np.ndarray]  # env param name -> [S] values
+    param_tables: dict[str, np.ndarray]  # env param dotted path (reward.touch) -> [S] values
     threshold: np.ndarray  # [S] float32
     window: np.ndarray  # [S] int32
     min_updates: np.ndarray  # [S] int32
@@ -61,21 +62,24 @@ class CurriculumSpec:
 
 
 def make_spec(config: CurriculumConfig, default_params: Any) -> CurriculumSpec | None:
-    """Stack the stages' overrides; a stage that does not set a field keeps the default."""
+    """Stack the stages' overrides; a stage that does not set a field keeps the default.
+
+    A mapping given for a struct field (``reward: {touch: 0.1}``) is staged leaf by leaf:
+    its table is keyed by the dotted path (``"reward.touch"``).
+    """
     if not config.stages:
         return None
-    keys = sorted({k for stage in config.stages for k in stage.env})
+    overrides = [_flatten(stage.env) for stage in config.stages]
+    keys = sorted({k for stage in overrides for k in stage})
     tables = {}
     for key in keys:
-        default = getattr(default_params, key)
+        default = _get_path(default_params, key)
         dtype = np.asarray(default).dtype
         if dtype == np.float64:
             dtype = np.float32
         if dtype == np.int64:
             dtype = np.int32
-        tables[key] = np.asarray(
-            [stage.env.get(key, default) for stage in config.stages], dtype=dtype
-        )
+        tables[key] = np.asarray([stage.get(key, default) for stage in overrides], dtype=dtype)
     return CurriculumSpec(
         names=tuple(s.name or f"stage{i}" for i, s in enumerate(config.stages)),
         metrics=tuple(s.metric for s in config.stages),
@@ -90,9 +94,35 @@ def stage_params(spec: CurriculumSpec | None, base_params: Any, stage: jax.Array
     """The env params of ``stage`` (a traced int32): the base params with its overrides."""
     if spec is None:
         return base_params
-    return base_params.replace(
-        **{key: jnp.asarray(table)[stage] for key, table in spec.param_tables.items()}
-    )
+    params = base_params
+    for key, table in spec.param_tables.items():
+        params = _replace_path(params, key.split("."), jnp.asarray(table)[stage])
+    return params
+
+
+def _flatten(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"reward": {"touch": 0.1}, "opponent_kind": 1}`` -> ``{"reward.touch": 0.1, ...}``."""
+    flat = {}
+    for key, value in overrides.items():
+        if isinstance(value, dict):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _get_path(params: Any, dotted: str) -> Any:
+    for name in dotted.split("."):
+        params = getattr(params, name)
+    return params
+
+
+def _replace_path(params: Any, names: list[str], value: Any) -> Any:
+    """``params`` with the leaf at ``names`` (a path through struct fields) replaced."""
+    head, *rest = names
+    if rest:
+        value = _replace_path(getattr(params, head), rest, value)
+    return params.replace(**{head: value})
 
 
 def window_mean(state: CurriculumState, length: jax.Array) -> jax.Array:

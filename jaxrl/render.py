@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 last = setup.curriculum.num_stages - 1
                 stage = last if args.stage is None else args.stage
                 env_params = stage_params(setup.curriculum, env_params, jnp.asarray(stage))
-            env_params = env_params.replace(**overrides)
+            env_params = envs.override_params(env_params, overrides)
             play = jax.jit(policy_states, static_argnums=(0, 4, 5))
             states = play(setup, policy, env_params, key, num_steps, not args.stochastic)
         frames = render.render_frames(jax.device_get(states), env_params)

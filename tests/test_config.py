@@ -6,8 +6,12 @@ import dataclasses
 import re
 from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
+from flax import struct
 
+import envs
 from jaxrl.config import (
     Config,
     ConfigError,
@@ -197,6 +201,129 @@ def test_bool_is_wrong_type_for_numbers(overrides, key):
 def test_env_kwargs_value_of_wrong_type_is_rejected():
     with pytest.raises(ConfigError, match="max_steps_in_episode"):
         load_config(None, ["env.kwargs={max_steps_in_episode: abc}"])
+
+
+# ---- nested env params (struct fields such as Soccer's reward) --------------------------------
+
+
+def test_nested_env_kwargs_override_only_the_given_fields(tmp_path):
+    path = _write(
+        tmp_path,
+        "env:\n"
+        "  name: Soccer\n"
+        "  kwargs:\n"
+        "    blue_size: 2\n"
+        "    reward: {touch: 0.1, sparse: true}\n"
+        "    physics: {ball_mass: 1}\n",
+    )
+    config = load_config(path, ["env.kwargs.reward.vel_to_ball=0"])  # dotted on the command line
+    assert config.env.kwargs["reward"] == {"touch": 0.1, "sparse": True, "vel_to_ball": 0}
+    _, params = envs.make(config.env.name, **config.env.kwargs)  # as make_setup builds them
+    _, default = envs.make("Soccer")
+    assert int(params.blue_size) == 2
+    assert float(params.reward.touch) == pytest.approx(0.1) and bool(params.reward.sparse)
+    assert float(params.reward.vel_to_ball) == 0.0
+    assert float(params.physics.ball_mass) == 1.0
+    # Fields not named keep the defaults, and every leaf keeps its dtype (no retrace).
+    assert params.reward.goal_scored == default.reward.goal_scored
+    assert params.physics.car_mass == default.physics.car_mass
+    for leaf, ref in zip(jax.tree.leaves(params), jax.tree.leaves(default), strict=True):
+        assert np.asarray(leaf).dtype == np.asarray(ref).dtype
+    save_config(config, tmp_path / "saved.yaml")
+    assert load_config(tmp_path / "saved.yaml") == config
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        pytest.param(
+            ["env.kwargs={reward: {tuch: 0.1}}"],
+            "unknown env parameter env.kwargs.reward.tuch (did you mean env.kwargs.reward.touch?)",
+            id="unknown_nested_key",
+        ),
+        pytest.param(
+            ["env.kwargs={physics: {xyzzy: 1}}"],
+            "unknown env parameter env.kwargs.physics.xyzzy (known: ",
+            id="unknown_nested_key_no_match",
+        ),
+        pytest.param(
+            ["env.kwargs.reward.touch=true"],
+            "env.kwargs.reward.touch: expected number, got True",
+            id="bool_for_float",
+        ),
+        pytest.param(
+            ["env.kwargs.reward.touch=abc"],
+            "env.kwargs.reward.touch: expected number, got 'abc'",
+            id="str_for_float",
+        ),
+        pytest.param(
+            ["env.kwargs.reward.sparse=1"],
+            "env.kwargs.reward.sparse: expected bool, got 1",
+            id="int_for_bool",
+        ),
+        pytest.param(
+            ["env.kwargs={reward: 0.5}"],
+            "env.kwargs.reward: expected a mapping of RewardWeights fields, got 0.5",
+            id="scalar_for_struct",
+        ),
+        pytest.param(
+            ["env.kwargs={blue_size: {n: 2}}"],
+            "env.kwargs.blue_size: not a struct",
+            id="mapping_for_leaf",
+        ),
+        pytest.param(
+            ["env.kwargs={reward.touch: 0.1}"],
+            "env.kwargs: dotted key 'reward.touch' in a mapping; write reward: {touch: ...}",
+            id="dotted_key_in_yaml",
+        ),
+        pytest.param(
+            ["curriculum.stages=[{env: {blue_size: 1}}, {env: {reward: {vel_to_bal: 0}}}]"],
+            "unknown env parameter curriculum.stages[1].env.reward.vel_to_bal "
+            "(did you mean curriculum.stages[1].env.reward.vel_to_ball?)",
+            id="stage_unknown_nested_key",
+        ),
+        pytest.param(
+            ["curriculum.stages=[{env: {reward: {touch: false}}}]"],
+            "curriculum.stages[0].env.reward.touch: expected number, got False",
+            id="stage_bool_for_float",
+        ),
+    ],
+)
+def test_nested_env_param_errors_name_the_dotted_path(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, ["env.name=Soccer", *overrides])
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+class _Inner(struct.PyTreeNode):
+    scale: jax.Array = np.float32(1.0)  # () array leaf: can be staged
+    mode: int = struct.field(pytree_node=False, default=0)  # static: fixes control flow
+
+
+class _OuterParams(struct.PyTreeNode):
+    inner: _Inner = struct.field(default_factory=_Inner)
+
+
+class _StaticFieldEnv:
+    default_params = _OuterParams()
+
+
+def test_static_nested_field_is_settable_but_not_staged(monkeypatch):
+    monkeypatch.setitem(envs._OWN_ENVS, "StaticFieldEnv", _StaticFieldEnv)
+    config = load_config(
+        None,
+        [
+            "env.name=StaticFieldEnv",
+            "env.kwargs={inner: {mode: 2}}",
+            "curriculum.stages=[{env: {inner: {scale: 0.5}}}, {}]",
+        ],
+    )
+    assert envs.make(config.env.name, **config.env.kwargs)[1].inner.mode == 2
+    with pytest.raises(ConfigError, match=re.escape("curriculum.stages[0].env.inner.mode: static")):
+        load_config(
+            None, ["env.name=StaticFieldEnv", "curriculum.stages=[{env: {inner: {mode: 1}}}]"]
+        )
 
 
 # ---- derived sizes --------------------------------------------------------------------------

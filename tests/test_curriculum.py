@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import envs
 from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import CurriculumConfig, StageConfig, load_config
 from jaxrl.curriculum import CurriculumState, advance, make_spec, stage_params, window_mean
@@ -47,6 +48,56 @@ def test_stage_tables_keep_defaults():
     assert spec.param_tables["gravity"].dtype == np.float32
     params = stage_params(spec, _Params(), jnp.asarray(1))
     assert int(params.limit) == 50 and float(params.gravity) == 5.0
+
+
+SOCCER_STAGES = [
+    "env.name=Soccer",
+    "env.kwargs={reward: {touch: 0.3, sparse: false}}",
+    "curriculum.stages=["
+    "{name: shaped, env: {blue_size: 1}},"
+    "{name: lean, env: {blue_size: 2, reward: {touch: 0.05, vel_to_ball: 0.0}}},"
+    "{name: sparse, env: {reward: {sparse: true}}}]",
+]
+
+
+def test_nested_reward_weights_are_staged_and_gathered_without_retrace():
+    config = load_config(None, SOCCER_STAGES)
+    _, base = envs.make(config.env.name, **config.env.kwargs)
+    spec = make_spec(config.curriculum, base)
+    # Leaves are staged by dotted path; a stage that does not set one keeps env.kwargs' value,
+    # and env.kwargs' value keeps the env default for the fields it does not name.
+    assert set(spec.param_tables) == {
+        "blue_size",
+        "reward.touch",
+        "reward.vel_to_ball",
+        "reward.sparse",
+    }
+    np.testing.assert_allclose(spec.param_tables["reward.touch"], [0.3, 0.05, 0.3])
+    np.testing.assert_allclose(spec.param_tables["reward.vel_to_ball"], [0.01, 0.0, 0.01])
+    np.testing.assert_array_equal(spec.param_tables["reward.sparse"], [False, False, True])
+    assert spec.param_tables["reward.touch"].dtype == np.float32
+    assert spec.param_tables["reward.sparse"].dtype == np.bool_
+
+    gather = jax.jit(chex.assert_max_traces(lambda s: stage_params(spec, base, s), n=1))
+    stage0, stage1 = gather(jnp.int32(0)), gather(jnp.int32(1))  # one trace for both
+    assert float(stage0.reward.touch) == pytest.approx(0.3)
+    assert float(stage1.reward.touch) == pytest.approx(0.05)
+    assert float(stage1.reward.vel_to_ball) == 0.0 and int(stage1.blue_size) == 2
+    assert float(stage1.reward.goal_scored) == float(base.reward.goal_scored)
+    assert bool(gather(jnp.int32(2)).reward.sparse)
+    # Same tree structure and dtypes as the base params: the env step does not retrace either.
+    assert jax.tree.structure(stage1) == jax.tree.structure(base)
+    for leaf, ref in zip(jax.tree.leaves(stage1), jax.tree.leaves(base), strict=True):
+        assert leaf.dtype == np.asarray(ref).dtype and leaf.shape == np.shape(ref)
+
+
+def test_shipped_soccer_curriculum_cuts_touch_and_vel_to_ball_after_stage_1():
+    config = load_config(REPO / "configs" / "soccer_curriculum.yaml")
+    _, base = envs.make(config.env.name, **config.env.kwargs)
+    spec = make_spec(config.curriculum, base)
+    np.testing.assert_allclose(spec.param_tables["reward.touch"], [0.5, 0.5, 0.05, 0.05, 0.05])
+    np.testing.assert_allclose(spec.param_tables["reward.vel_to_ball"], [0.01, 0.01, 0, 0, 0])
+    assert not any(key.startswith("reward.goal") for key in spec.param_tables)
 
 
 def _run(spec, values):

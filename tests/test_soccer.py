@@ -225,6 +225,30 @@ def test_compiles_once_across_team_sizes_opponents_and_rewards():
     # _ROLL's assert_max_traces(n=1) would have raised on a second trace.
 
 
+def test_nested_reward_override_from_make_sets_only_those_weights_without_retrace():
+    """``envs.make("Soccer", reward={...})`` (what env.kwargs does) keeps dtypes: same trace."""
+    _, params = envs.make(
+        "Soccer",
+        max_steps_in_episode=MATCH_STEPS,
+        blue_size=3,
+        orange_size=2,
+        reward={"touch": 2, "vel_to_ball": 0.0},
+    )
+    assert params.reward.replace(touch=np.float32(0.5), vel_to_ball=np.float32(0.01)) == (
+        ENV.default_params.reward
+    )
+    _, trace = _roll(_reset(params, seed=2), params, RULE)  # _ROLL allows one trace only
+    assert trace.ball_touch.sum() > 0
+    np.testing.assert_allclose(trace.reward_terms["touch"], 2.0 * trace.ball_touch)
+    np.testing.assert_array_equal(trace.reward_terms["vel_to_ball"], 0.0)
+    with pytest.raises(ValueError, match="'reward.tuch'"):
+        envs.make("Soccer", reward={"tuch": 0.1})
+    with pytest.raises(ValueError, match="'reward' is a RewardWeights"):
+        envs.make("Soccer", reward=0.1)
+    with pytest.raises(ValueError, match="'blue_size' is not a struct"):
+        envs.make("Soccer", blue_size={"n": 1})
+
+
 # ----------------------------------------------------------------------------- rewards
 
 
