@@ -502,17 +502,39 @@ def reference_kwargs(config: Config) -> dict[str, Any] | None:
     }
 
 
-def reference_figures(prefix: str, config: Config, profile: Profile) -> list[Figure]:
-    """Steps/s and compile time of ``bench.reference_ppo`` with ``config``'s hyperparameters."""
-    from bench.reference_ppo import run_reference
+def reference_figures(
+    prefix: str, config: Config, profile: Profile, fast_prng: bool = False
+) -> list[Figure]:
+    """Steps/s and compile time of ``bench.reference_ppo`` with ``config``'s hyperparameters.
 
+    Each run is a fresh child process, so the reference sees JAX exactly as shipped (this
+    process has installed :mod:`jaxrl.prng`'s CPU lowering); ``fast_prng`` installs it there
+    too, to separate what that lowering buys from the rest of jaxrl's train step.
+    """
     kwargs = reference_kwargs(config)
     assert kwargs is not None
-    runs = [run_reference(config.seed, **kwargs) for _ in range(profile.reference_repeats)]
+    runs = [
+        _run_child(
+            "reference_child", {"seed": config.seed, "kwargs": kwargs, "fast_prng": fast_prng}
+        )
+        for _ in range(profile.reference_repeats)
+    ]
     return [
         rate(f"{prefix}/sps", "steps/s", [r["sps"] for r in runs]),
         cost(f"{prefix}/compile", "s", [r["compile_s"] for r in runs]),
     ]
+
+
+def reference_child() -> None:
+    """Child process entry: one ``run_reference``; ``sys.argv[1]`` is its JSON spec."""
+    from bench.reference_ppo import run_reference
+
+    spec = json.loads(sys.argv[1])
+    if spec["fast_prng"]:
+        from jaxrl import prng
+
+        prng.install()
+    print(json.dumps(run_reference(spec["seed"], **spec["kwargs"])))
 
 
 # ---- inference latency --------------------------------------------------------------------
@@ -635,12 +657,17 @@ def memory_child() -> None:
     )
 
 
-def _run_memory_child(path: str, overrides: Sequence[str], num_envs: int) -> dict[str, Any]:
-    spec = json.dumps({"path": path, "overrides": list(overrides), "num_envs": num_envs})
+def _run_child(entry: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """Run ``bench.throughput.<entry>()`` in a fresh Python with ``spec``; its last JSON line."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, "-c", "from bench.throughput import memory_child; memory_child()", spec],
+        [
+            sys.executable,
+            "-c",
+            f"from bench.throughput import {entry}; {entry}()",
+            json.dumps(spec),
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -649,8 +676,17 @@ def _run_memory_child(path: str, overrides: Sequence[str], num_envs: int) -> dic
     )
     if proc.returncode != 0:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise RuntimeError(f"memory child ({path}, {num_envs} envs) failed: {tail}")
+        raise RuntimeError(f"{entry} ({spec}) failed: {tail}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _run_memory_child(path: str, overrides: Sequence[str], num_envs: int) -> dict[str, Any]:
+    try:
+        return _run_child(
+            "memory_child", {"path": path, "overrides": list(overrides), "num_envs": num_envs}
+        )
+    except RuntimeError as err:
+        raise RuntimeError(f"memory child ({path}, {num_envs} envs) failed: {err}") from None
 
 
 def train_fits(config: Config) -> bool:
@@ -807,9 +843,16 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
                     continue
                 _log(f"[train] {spec.label}: bench.reference_ppo")
                 report(reference_figures(f"train/{spec.label}/reference", written, profile))
+                _log(f"[train] {spec.label}: bench.reference_ppo with jaxrl.prng installed")
+                report(
+                    reference_figures(
+                        f"train/{spec.label}/reference_fast_prng", written, profile, fast_prng=True
+                    )
+                )
                 ours = median_of(f"train/{spec.label}/sps")
-                theirs = median_of(f"train/{spec.label}/reference/sps")
-                outcome.ratios[f"train/{spec.label}/sps ours/reference"] = ours / theirs
+                for name in ("reference", "reference_fast_prng"):
+                    theirs = median_of(f"train/{spec.label}/{name}/sps")
+                    outcome.ratios[f"train/{spec.label}/sps ours/{name}"] = ours / theirs
 
         elif section == "inference":
             for spec in plan.specs:
@@ -1060,7 +1103,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--reference",
         action="store_true",
-        help="also run bench.reference_ppo with the same hyperparameters and print the ratio",
+        help="also run bench.reference_ppo (PureJaxRL-style, in a fresh process) with the same "
+        "hyperparameters, as shipped and with jaxrl's CPU PRNG lowering, and print the ratios",
     )
     p.add_argument("--json", metavar="FILE", help="write {meta, results} as JSON")
     p.add_argument(

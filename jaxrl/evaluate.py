@@ -104,7 +104,8 @@ def run_episodes(
         )(jax.random.split(key_env, episodes), c.env_state, per_env(setup, action), env_params)
         # Record each env's first episode only; later episodes (after auto-reset) are ignored.
         finished = jnp.logical_and(info["episode_done"], ~c.done)  # [E]
-        mask = per_env(setup, agent_mask(setup, info, episodes)).reshape(episodes, -1)
+        mask = agent_mask(setup, info)
+        mask = jnp.ones((episodes, 1), bool) if mask is None else per_env(setup, mask)
         returns = info["episode_return"].reshape(episodes, -1)  # [E, A] or [E, 1]
         mean_return = (returns * mask).sum(-1) / jnp.maximum(mask.sum(-1), 1)
         outcome = info.get(OUTCOME_KEY, {})

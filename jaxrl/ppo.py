@@ -10,6 +10,7 @@ import optax
 from flax import struct
 
 from jaxrl.losses import Minibatch, ppo_loss
+from jaxrl.permutation import permutation
 from jaxrl.setup import Setup
 from jaxrl.types import LossMetrics
 
@@ -53,7 +54,7 @@ def shuffle_minibatches(batch: Minibatch, key: jax.Array, num_minibatches: int) 
     ``[M, L, N // M, ...]`` and hidden ``[M, N // M, ...]``.
     """
     size = batch.advantage.shape[1]
-    perm = jax.random.permutation(key, size)
+    perm = permutation(key, size)  # sort-free: jax.random.permutation sorts (slow on CPU)
 
     def cut_time_major(x):
         x = jnp.take(x, perm, axis=1)

@@ -16,7 +16,7 @@ from flax import struct
 from jaxrl.networks import make_distribution
 from jaxrl.normalize import normalize, update_stats
 from jaxrl.setup import Setup
-from jaxrl.types import RunningStats, Transition
+from jaxrl.types import EpisodeSums, RunningStats, Transition
 
 OUTCOME_KEY = "episode_outcome"  # optional info entry: {name: () float32} at episode end
 
@@ -40,11 +40,37 @@ def per_env(setup: Setup, x: jax.Array) -> jax.Array:
     return x.reshape((-1, setup.num_agents) + x.shape[1:])
 
 
-def agent_mask(setup: Setup, info: dict, num_envs: int) -> jax.Array:
-    """``[E * A]`` bool: which actors are active (all of them for single-agent envs)."""
-    if setup.num_agents == 1 or "agent_mask" not in info:
+def agent_mask(setup: Setup, info: dict) -> jax.Array | None:
+    """``[E * A]`` bool: which actors are active; ``None`` (all of them) for single-agent envs."""
+    if setup.num_agents == 1:
+        return None
+    if "agent_mask" not in info:
+        num_envs = info["episode_done"].shape[0]  # EpisodeStatistics reports it for every env
         return jnp.ones((num_envs * setup.num_agents,), bool)
     return per_actor(setup, info["agent_mask"], per_agent=True)
+
+
+def add_finished_episodes(
+    setup: Setup, sums: EpisodeSums, info: dict, mask: jax.Array | None
+) -> EpisodeSums:
+    """``sums`` plus the episodes that ended on this step (of active actors)."""
+    done = per_actor(setup, info["episode_done"], per_agent=False)
+    if mask is not None:
+        done = jnp.logical_and(done, mask)
+    done = done.astype(jnp.float32)
+    returns = per_actor(setup, info["episode_return"], per_agent=info["episode_return"].ndim > 1)
+    lengths = per_actor(setup, info["episode_length"], per_agent=False)
+    outcomes = info.get(OUTCOME_KEY, {})
+    return EpisodeSums(
+        episodes=sums.episodes + done.sum(),
+        return_sum=sums.return_sum + (returns * done).sum(),
+        length_sum=sums.length_sum + (lengths.astype(jnp.float32) * done).sum(),
+        outcome_sums={
+            name: total
+            + (per_actor(setup, outcomes[name].astype(jnp.float32), per_agent=False) * done).sum()
+            for name, total in sums.outcome_sums.items()
+        },
+    )
 
 
 class RolloutCarry(struct.PyTreeNode):
@@ -90,28 +116,32 @@ def act(
     return hidden, action, log_prob, value[0]
 
 
-def value_of(
-    setup: Setup, params, hidden, obs_norm: jax.Array, is_first: jax.Array
-) -> jax.Array:
+def value_of(setup: Setup, params, hidden, obs_norm: jax.Array, is_first: jax.Array) -> jax.Array:
     """``V(obs) [B]`` of one step of normalised observations, after ``hidden``."""
     _, _, value = setup.network.apply(params, hidden, obs_norm[None], is_first[None])
     return value[0]
 
 
 def env_step(
-    setup: Setup, params, env_params, carry: RolloutCarry, key: jax.Array
-) -> tuple[RolloutCarry, Transition]:
-    """One agent step of every env: normalise, act, step (with auto-reset), record."""
-    key_act, key_env = jax.random.split(key)
-    del key
+    setup: Setup,
+    params,
+    env_params,
+    carry: RolloutCarry,
+    sums: EpisodeSums,
+    key_act: jax.Array,
+    keys_env: jax.Array,
+) -> tuple[RolloutCarry, EpisodeSums, Transition]:
+    """One agent step of every env: normalise, act, step (with auto-reset), record.
+
+    ``key_act`` samples the actions; ``keys_env`` ``[E]`` step the envs (both drawn before
+    the rollout loop, so no key is split inside it).
+    """
     enabled = setup.config.env.normalize_obs
     obs_stats = update_stats(carry.obs_stats, carry.obs) if enabled else carry.obs_stats
     obs_norm = normalize(obs_stats, carry.obs, enabled)
     hidden, action, log_prob, value = act(
         setup, params, carry.hidden, obs_norm, carry.is_first, key_act
     )
-    num_envs = setup.config.env.num_envs
-    keys_env = jax.random.split(key_env, num_envs)
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
         setup.env.step, in_axes=(0, 0, 0, None)
     )(keys_env, carry.env_state, per_env(setup, action), env_params)
@@ -135,6 +165,7 @@ def env_step(
         ),
         lambda: jnp.zeros_like(value),
     )
+    mask = agent_mask(setup, info)
     transition = Transition(
         obs=obs_norm,
         is_first=carry.is_first,
@@ -145,16 +176,7 @@ def env_step(
         terminated=terminated,
         truncated=truncated,
         final_value=jnp.where(truncated, final_value, 0.0),
-        mask=agent_mask(setup, info, num_envs),
-        outcome={
-            name: per_actor(setup, value.astype(jnp.float32), per_agent=False)
-            for name, value in info.get(OUTCOME_KEY, {}).items()
-        },
-        episode_done=per_actor(setup, info["episode_done"], per_agent=False),
-        episode_return=per_actor(
-            setup, info["episode_return"], per_agent=info["episode_return"].ndim > 1
-        ),
-        episode_length=per_actor(setup, info["episode_length"], per_agent=False),
+        mask=mask,
     )
     new_carry = RolloutCarry(
         env_state=env_state,
@@ -163,29 +185,38 @@ def env_step(
         hidden=hidden,
         obs_stats=obs_stats,
     )
-    return new_carry, transition
+    return new_carry, add_finished_episodes(setup, sums, info, mask), transition
 
 
 def rollout(
     setup: Setup, params, env_params, carry: RolloutCarry, key: jax.Array
-) -> tuple[RolloutCarry, Transition, Any]:
+) -> tuple[RolloutCarry, Transition, Any, EpisodeSums]:
     """``ppo.num_steps`` agent steps of every env under ``env_params``.
 
     Returns:
-      ``(carry, Transition[T, B], initial_hidden [C, B, ...])`` with ``C`` chunks of
-      ``sequence_length`` steps (``C = 1`` and an empty hidden state without a core).
+      ``(carry, Transition[T, B], initial_hidden [C, B, ...], episode sums)`` with ``C``
+      chunks of ``sequence_length`` steps (``C = 1`` and an empty hidden state without a
+      core).
     """
     config = setup.config
-    num_steps = config.ppo.num_steps
+    num_steps, num_envs = config.ppo.num_steps, config.env.num_envs
     chunk = config.sequence_length if config.network.core != "none" else num_steps
-    keys = jax.random.split(key, num_steps).reshape(num_steps // chunk, chunk)
+    # Every key of the rollout in one call: [T, 1 + E] = the step's action key, then its
+    # env keys. (On CPU each key split inside the loop is a loop of its own.)
+    keys = jax.random.split(key, (num_steps // chunk, chunk, 1 + num_envs))
 
-    def run_chunk(c: RolloutCarry, chunk_keys: jax.Array):
-        step = lambda c_, k: env_step(setup, params, env_params, c_, k)  # noqa: E731
-        start_hidden = c.hidden
-        c, transitions = jax.lax.scan(step, c, chunk_keys)
-        return c, (transitions, start_hidden)
+    def run_chunk(carry_sums, chunk_keys: jax.Array):
+        def step(c, step_keys):
+            c, sums, transition = env_step(
+                setup, params, env_params, c[0], c[1], step_keys[0], step_keys[1:]
+            )
+            return (c, sums), transition
 
-    carry, (transitions, start_hidden) = jax.lax.scan(run_chunk, carry, keys)
+        start_hidden = carry_sums[0].hidden
+        carry_sums, transitions = jax.lax.scan(step, carry_sums, chunk_keys)
+        return carry_sums, (transitions, start_hidden)
+
+    sums = EpisodeSums.zeros(setup.outcome_names)
+    (carry, sums), (transitions, start_hidden) = jax.lax.scan(run_chunk, (carry, sums), keys)
     transitions = jax.tree.map(lambda x: x.reshape((num_steps,) + x.shape[2:]), transitions)
-    return carry, transitions, start_hidden
+    return carry, transitions, start_hidden, sums

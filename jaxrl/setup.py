@@ -12,6 +12,7 @@ import numpy as np
 import optax
 
 import envs
+from jaxrl import prng
 from jaxrl.config import Config
 from jaxrl.curriculum import CurriculumSpec, make_spec
 from jaxrl.losses import LossHyperparams
@@ -75,7 +76,11 @@ def current_learning_rate(opt_state) -> Any:
 
 
 def make_setup(config: Config) -> Setup:
-    """Build env (with wrappers), network and optimizer for ``config``."""
+    """Build env (with wrappers), network and optimizer for ``config``.
+
+    Also installs the loop-free CPU lowering of the PRNG hash (:mod:`jaxrl.prng`; same bits).
+    """
+    prng.install()
     env, env_params = envs.make(config.env.name, **config.env.kwargs)
     discrete = envs.is_discrete(env, env_params)
     if config.env.action_repeat > 1:

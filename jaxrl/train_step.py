@@ -131,7 +131,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
     key, key_rollout, key_epochs, key_reset = jax.random.split(runner.key, 4)
     env_params = stage_params(setup.curriculum, setup.env_params, runner.curriculum.stage)
 
-    carry, traj, start_hidden = rollout(
+    carry, traj, start_hidden, sums = rollout(
         setup, runner.params, env_params, rollout_carry(runner), key_rollout
     )
 
@@ -169,11 +169,8 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         nonfinite_total=runner.nonfinite_total + nonfinite.astype(jnp.int32),
     )
     # Episodes of active actors only (multi-agent envs have empty slots).
-    done = jnp.logical_and(traj.episode_done, traj.mask).astype(jnp.float32)
-    episodes = done.sum()
-    return_sum = (traj.episode_return * done).sum()
-    length_sum = (traj.episode_length.astype(jnp.float32) * done).sum()
-    outcome_sums = {name: (value * done).sum() for name, value in traj.outcome.items()}
+    episodes, return_sum, length_sum = sums.episodes, sums.return_sum, sums.length_sum
+    outcome_sums = sums.outcome_sums
 
     promoted = jnp.zeros((), bool)
     if setup.curriculum is not None:

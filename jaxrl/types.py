@@ -26,11 +26,31 @@ class Transition(struct.PyTreeNode):
     terminated: jax.Array  # [B] bool, episode ended in a terminal state: no bootstrap
     truncated: jax.Array  # [B] bool, episode cut by a time limit: bootstrap from final obs
     final_value: jax.Array  # [B] float32, V(pre-reset next obs) where truncated, else 0
-    mask: jax.Array  # [B] bool, the actor is active (multi-agent envs mask empty slots)
-    outcome: Any  # {name: [B] float32} env-reported episode outcomes (valid where done)
-    episode_done: jax.Array  # [B] bool, an episode ended here (for statistics)
-    episode_return: jax.Array  # [B] float32, its unscaled return (valid where episode_done)
-    episode_length: jax.Array  # [B] int32, its length (valid where episode_done)
+    mask: Any  # [B] bool, the actor is active (multi-agent envs only; None otherwise)
+
+
+class EpisodeSums(struct.PyTreeNode):
+    """Finished episodes of one rollout, summed in the rollout carry (active actors only).
+
+    Summing in the carry instead of stacking per-step statistics keeps the rollout's
+    per-step output to what training needs.
+    """
+
+    episodes: jax.Array  # () float32, episodes that ended
+    return_sum: jax.Array  # () float32, their summed unscaled returns
+    length_sum: jax.Array  # () float32, their summed lengths in agent steps
+    outcome_sums: Any  # {name: () float32} their summed env-reported outcomes
+
+    @classmethod
+    def zeros(cls, outcome_names: tuple[str, ...]) -> EpisodeSums:
+        """No episodes yet."""
+        zero = jnp.zeros((), jnp.float32)
+        return cls(
+            episodes=zero,
+            return_sum=zero,
+            length_sum=zero,
+            outcome_sums={name: zero for name in outcome_names},
+        )
 
 
 class RunningStats(struct.PyTreeNode):

@@ -66,7 +66,9 @@ def _rollout_and_recompute(config):
     @jax.jit
     def go(runner):
         carry = rollout_carry(runner)
-        _, traj, start_hidden = rollout(setup, runner.params, setup.env_params, carry, runner.key)
+        _, traj, start_hidden, _ = rollout(
+            setup, runner.params, setup.env_params, carry, runner.key
+        )
         seqs = training_batch(setup, traj, start_hidden, traj.reward, traj.reward)
         _, policy_params, value = setup.network.apply(
             runner.params, seqs.hidden, seqs.obs, seqs.is_first

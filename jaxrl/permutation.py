@@ -1,0 +1,69 @@
+"""Random permutations without sorting, for shuffling minibatches.
+
+``jax.random.permutation`` sorts random keys (two or three sort passes over ``n``
+elements). On a 2-core CPU that costs 28 ms for ``n = 65536``, about a third of a PPO update
+at 512 envs x 128 steps, and 0.1 ms for ``n = 512``, about a tenth of one at 4 envs.
+
+:func:`permutation` instead maps every index through a keyed bijection: a 4-round balanced
+Feistel network on ``2k``-bit integers (Luby and Rackoff: 4 rounds with pseudo-random round
+functions give a pseudo-random permutation) with a 32-bit integer hash as round function.
+Indices that land outside ``[0, n)`` are walked through the bijection again until they land
+inside ("cycle walking"), which keeps the map a bijection of ``[0, n)``. The cost is a few
+elementwise passes over ``n`` integers, with no sort.
+
+The permutation is pseudo-random, not uniform over all ``n!`` orders; for cutting a rollout
+into minibatches what matters is that which samples share a minibatch looks random, which
+``tests/test_permutation.py`` checks.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROUNDS = 8
+
+
+def _hash32(x: jax.Array) -> jax.Array:
+    """A well-mixing 32-bit integer hash (xorshift-multiply, "lowbias32"); uint32 -> uint32."""
+    x = x ^ (x >> 16)
+    x = x * np.uint32(0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = x * np.uint32(0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _feistel(x: jax.Array, round_keys: jax.Array, half_bits: int) -> jax.Array:
+    """The keyed bijection of ``[0, 4**half_bits)``; ``x`` uint32, ``round_keys`` uint32[R]."""
+    mask = np.uint32((1 << half_bits) - 1)
+    left, right = x >> np.uint32(half_bits), x & mask
+    for r in range(ROUNDS):
+        left, right = right, left ^ (_hash32(right ^ round_keys[r]) & mask)
+    return (left << np.uint32(half_bits)) | right
+
+
+def permutation(key: jax.Array, n: int) -> jax.Array:
+    """A pseudo-random permutation of ``range(n)`` drawn from ``key``: int32 ``[n]``.
+
+    Args:
+      key: a PRNG key; the same key gives the same permutation.
+      n: static length, ``1 <= n < 2**30``.
+    """
+    if not 1 <= n < 2**30:
+        raise ValueError(f"permutation length must be in [1, 2**30), got {n}")
+    # 4**half_bits >= n; at least 256 values, since Feistel networks on tiny domains mix poorly.
+    half_bits = max(4, (int(n - 1).bit_length() + 1) // 2)
+    round_keys = jax.random.bits(key, (ROUNDS,), jnp.uint32)
+    start = _feistel(jnp.arange(n, dtype=jnp.uint32), round_keys, half_bits)
+    limit = np.uint32(n)
+
+    # Cycle walking: for n >= 64 the domain is at most 4n, so each step leaves an index
+    # outside [0, n) with probability at most 3/4; a few dozen steps even for n = 2**20.
+    def outside(x):
+        return jnp.any(x >= limit)
+
+    def walk(x):
+        return jnp.where(x >= limit, _feistel(x, round_keys, half_bits), x)
+
+    return jax.lax.while_loop(outside, walk, start).astype(jnp.int32)
