@@ -65,7 +65,11 @@ def make_reference_train(
     vf_coef: float = 0.5,
     max_grad_norm: float = 0.5,
 ):
-    """``train(key) -> (params, returns [num_updates])``, the whole run in one function."""
+    """``train(key) -> (params, (return_sums, episodes) [num_updates])``, one function.
+
+    Per update: the summed returns and the number of the episodes that ended in it, so
+    callers can average over any window of updates by episode.
+    """
     env, env_params = gymnax.make(env_name)
     num_updates = total_steps // (num_envs * num_steps)
     minibatch = num_envs * num_steps // num_minibatches
@@ -77,9 +81,7 @@ def make_reference_train(
     def train(key):
         key, key_init, key_reset = jax.random.split(key, 3)
         params = network.init(key_init, jnp.zeros(env.observation_space(env_params).shape))
-        tx = optax.chain(
-            optax.clip_by_global_norm(max_grad_norm), optax.adam(schedule, eps=1e-5)
-        )
+        tx = optax.chain(optax.clip_by_global_norm(max_grad_norm), optax.adam(schedule, eps=1e-5))
         state = TrainState.create(apply_fn=network.apply, params=params, tx=tx)
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
             jax.random.split(key_reset, num_envs), env_params
@@ -151,9 +153,11 @@ def make_reference_train(
                 return (state, key), None
 
             (state, key), _ = jax.lax.scan(epoch, (state, key), None, update_epochs)
-            finished = traj.returned.sum()
-            mean_ret = jnp.where(finished > 0, (traj.ret * traj.returned).sum() / finished, 0.0)
-            return (state, env_state, obs, ep_ret, key), mean_ret
+            finished = traj.returned.sum().astype(jnp.float32)
+            return (state, env_state, obs, ep_ret, key), (
+                (traj.ret * traj.returned).sum(),
+                finished,
+            )
 
         carry, returns = jax.lax.scan(
             update_step, (state, env_state, obs, ep_ret, key), None, num_updates
@@ -171,13 +175,14 @@ def run_reference(seed: int = 0, **kwargs) -> dict[str, float]:
     compiled = jax.jit(train).lower(key).compile()
     compile_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    _, returns = jax.block_until_ready(compiled(key))
+    _, (return_sums, episodes) = jax.block_until_ready(compiled(key))
     run_s = time.perf_counter() - t0
-    returns = np.asarray(returns)
+    last = slice(-10, None)  # the episodes of the last 10 updates
+    final_return = float(np.sum(return_sums[last]) / max(float(np.sum(episodes[last])), 1.0))
     return {
         "compile_s": compile_s,
         "sps": steps / run_s,
-        "final_return": float(returns[-10:].mean()),
+        "final_return": final_return,
     }
 
 
