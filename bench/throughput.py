@@ -1146,7 +1146,16 @@ def make_plan(args: argparse.Namespace) -> Plan:
     if args.env not in envs.registered_envs():
         raise UsageError(f"--env: unknown environment {args.env!r}")
     try:
-        env_kwargs = dict(parse_overrides(args.env_param))
+        env_kwargs: dict[str, Any] = {}
+        for key, value in parse_overrides(args.env_param):
+            # reward.touch=0.1 -> {"reward": {"touch": 0.1}} (struct fields take mappings)
+            *heads, last = key.split(".")
+            target = env_kwargs
+            for head in heads:
+                target = target.setdefault(head, {})
+                if not isinstance(target, dict):
+                    raise ValueError(f"{key}: {head} is given both as a value and a mapping")
+            target[last] = value
         envs.make(args.env, **env_kwargs)
     except (ConfigError, ValueError, TypeError) as err:
         raise UsageError(f"--env-param: {err}") from None

@@ -159,3 +159,14 @@ def test_reference_runs_in_a_fresh_process_with_and_without_fast_prng():
         "gru", str(REPO / "configs" / "cartpole.yaml"), ("network.core=gru",)
     ).load_as_written()
     assert throughput.reference_kwargs(recurrent) is None  # not the reference's model
+
+
+def test_env_param_dotted_keys_set_struct_fields():
+    """``--env-param reward.touch=2`` sets one field of Soccer's reward struct; bad keys exit 2."""
+    parse = throughput.build_parser().parse_args
+    plan = throughput.make_plan(
+        parse(["--env", "Soccer", "--env-param", "reward.touch=2", "--env-param", "blue_size=2"])
+    )
+    assert plan.env_kwargs == {"reward": {"touch": 2}, "blue_size": 2}
+    with pytest.raises(throughput.UsageError, match="reward.tuch"):
+        throughput.make_plan(parse(["--env", "Soccer", "--env-param", "reward.tuch=2"]))
