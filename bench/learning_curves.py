@@ -15,14 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from bench.reference_ppo import make_reference_train
+from bench.reference_ppo import time_reference
 from jaxrl.config import load_config
 from jaxrl.train import train
 
@@ -48,18 +46,13 @@ def ours(seed: int, envs: int, steps: int, chunk: int, run_dir: Path) -> tuple[f
 
 def reference(seed: int, envs: int, steps: int, chunk: int) -> tuple[float, list[float]]:
     """The reference: ``(steps/s, per-chunk mean return)``."""
-    train_fn, total = make_reference_train(num_envs=envs, total_steps=steps)
-    key = jax.random.key(seed)
-    compiled = jax.jit(train_fn).lower(key).compile()
-    start = time.perf_counter()
-    _, (return_sums, episodes) = jax.block_until_ready(compiled(key))
-    seconds = time.perf_counter() - start
-    return_sums, episodes = np.asarray(return_sums), np.asarray(episodes)
+    run = time_reference(seed, num_envs=envs, total_steps=steps)
+    return_sums, episodes = run.return_sums, run.episodes
     curve = []
     for first in range(0, len(episodes), chunk):
         count = episodes[first : first + chunk].sum()
         curve.append(float(return_sums[first : first + chunk].sum() / count) if count else np.nan)
-    return total / seconds, curve
+    return run.sps, curve
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -167,8 +167,17 @@ def make_reference_train(
     return train, num_updates * num_envs * num_steps
 
 
-def run_reference(seed: int = 0, **kwargs) -> dict[str, float]:
-    """Compile and run the reference once; returns compile seconds, steps/s, final return."""
+class ReferenceRun(NamedTuple):
+    """One timed reference run."""
+
+    compile_s: float
+    sps: float  # env steps per second of the compiled run
+    return_sums: np.ndarray  # [num_updates] summed returns of the episodes ending per update
+    episodes: np.ndarray  # [num_updates] number of those episodes
+
+
+def time_reference(seed: int = 0, **kwargs) -> ReferenceRun:
+    """Compile, then run and time the reference once."""
     train, steps = make_reference_train(**kwargs)
     key = jax.random.key(seed)
     t0 = time.perf_counter()
@@ -177,11 +186,18 @@ def run_reference(seed: int = 0, **kwargs) -> dict[str, float]:
     t0 = time.perf_counter()
     _, (return_sums, episodes) = jax.block_until_ready(compiled(key))
     run_s = time.perf_counter() - t0
+    return ReferenceRun(compile_s, steps / run_s, np.asarray(return_sums), np.asarray(episodes))
+
+
+def run_reference(seed: int = 0, **kwargs) -> dict[str, float]:
+    """Compile and run the reference once; returns compile seconds, steps/s, final return."""
+    run = time_reference(seed, **kwargs)
+    return_sums, episodes = run.return_sums, run.episodes
     last = slice(-10, None)  # the episodes of the last 10 updates
     final_return = float(np.sum(return_sums[last]) / max(float(np.sum(episodes[last])), 1.0))
     return {
-        "compile_s": compile_s,
-        "sps": steps / run_s,
+        "compile_s": run.compile_s,
+        "sps": run.sps,
         "final_return": final_return,
     }
 

@@ -681,12 +681,8 @@ def _run_child(entry: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_memory_child(path: str, overrides: Sequence[str], num_envs: int) -> dict[str, Any]:
-    try:
-        return _run_child(
-            "memory_child", {"path": path, "overrides": list(overrides), "num_envs": num_envs}
-        )
-    except RuntimeError as err:
-        raise RuntimeError(f"memory child ({path}, {num_envs} envs) failed: {err}") from None
+    spec = {"path": path, "overrides": list(overrides), "num_envs": num_envs}
+    return _run_child("memory_child", spec)
 
 
 def train_fits(config: Config) -> bool:

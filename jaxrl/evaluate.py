@@ -27,8 +27,8 @@ from jaxrl.checkpoint import Checkpointer, CheckpointError, PolicyState
 from jaxrl.config import ConfigError, load_config
 from jaxrl.curriculum import stage_params
 from jaxrl.normalize import normalize
-from jaxrl.rollout import OUTCOME_KEY, act, agent_mask, per_actor, per_env
-from jaxrl.setup import Setup, make_setup
+from jaxrl.rollout import OUTCOME_KEY, act, agent_mask, per_actor, per_env, reset_actors
+from jaxrl.setup import Setup, init_params, make_setup
 from jaxrl.types import RunningStats
 
 
@@ -88,10 +88,7 @@ def run_episodes(
     key_reset, key_loop = jax.random.split(key)
     del key
     enabled = setup.config.env.normalize_obs
-    num_actors = episodes * setup.num_agents
-    obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
-        jax.random.split(key_reset, episodes), env_params
-    )
+    start = reset_actors(setup, env_params, key_reset, episodes, policy.obs_stats)
 
     def body(c: EvalCarry) -> EvalCarry:
         key, key_act, key_env = jax.random.split(c.key, 3)
@@ -117,9 +114,7 @@ def run_episodes(
             done=jnp.logical_or(c.done, finished),
             stats=EpisodeStats(
                 episode_return=jnp.where(finished, mean_return, c.stats.episode_return),
-                episode_length=jnp.where(
-                    finished, info["episode_length"], c.stats.episode_length
-                ),
+                episode_length=jnp.where(finished, info["episode_length"], c.stats.episode_length),
                 outcome={
                     name: jnp.where(finished, outcome[name], value)
                     for name, value in c.stats.outcome.items()
@@ -130,10 +125,10 @@ def run_episodes(
 
     zeros = jnp.zeros(episodes, jnp.float32)
     init = EvalCarry(
-        obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
-        env_state=env_state,
-        hidden=setup.network.initial_hidden(num_actors),
-        is_first=jnp.ones(num_actors, bool),
+        obs=start.obs,
+        env_state=start.env_state,
+        hidden=start.hidden,
+        is_first=start.is_first,
         done=jnp.zeros(episodes, bool),
         stats=EpisodeStats(
             episode_return=zeros,
@@ -153,12 +148,7 @@ def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, Po
     config = load_config(run_dir / "config.yaml")
     setup = make_setup(config)
     like = PolicyState(
-        params=setup.network.init(
-            jax.random.key(0),
-            setup.network.initial_hidden(1),
-            jnp.zeros((1, 1) + setup.obs_shape, jnp.float32),
-            jnp.ones((1, 1), bool),
-        ),
+        params=init_params(setup, jax.random.key(0)),
         obs_stats=RunningStats.create(setup.obs_shape),
     )
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)

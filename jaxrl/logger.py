@@ -31,7 +31,7 @@ CURRICULUM_TAGS = {
 
 
 def chunk_scalars(metrics: ChunkMetrics, curriculum: bool = False) -> dict[str, float]:
-    """``{tag: value}`` of a chunk's metrics; curriculum tags only for curriculum runs."""
+    """``{tag: value}`` of a chunk's (host-side) metrics; curriculum tags only with stages."""
     tags = {**TAGS, **CURRICULUM_TAGS} if curriculum else TAGS
     scalars = {tag: float(getattr(metrics, name)) for name, tag in tags.items()}
     for name, value in metrics.outcomes.items():

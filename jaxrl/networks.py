@@ -28,7 +28,6 @@ ACTIVATIONS = {
     "gelu": nn.gelu,
     "silu": nn.silu,
 }
-CORES = ("none", "gru", "lstm")
 
 
 def _dense(features: int, scale: float, dtype: Any, name: str | None = None, bias=True):

@@ -83,6 +83,23 @@ class RolloutCarry(struct.PyTreeNode):
     obs_stats: RunningStats
 
 
+def reset_actors(
+    setup: Setup, env_params, key: jax.Array, num_envs: int, obs_stats: RunningStats
+) -> RolloutCarry:
+    """``num_envs`` freshly reset envs: their actors' first observations and empty hidden state."""
+    obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
+        jax.random.split(key, num_envs), env_params
+    )
+    num_actors = num_envs * setup.num_agents
+    return RolloutCarry(
+        env_state=env_state,
+        obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
+        is_first=jnp.ones((num_actors,), bool),
+        hidden=setup.network.initial_hidden(num_actors),
+        obs_stats=obs_stats,
+    )
+
+
 def act(
     setup: Setup,
     params,

@@ -134,6 +134,16 @@ def make_setup(config: Config) -> Setup:
     )
 
 
+def init_params(setup: Setup, key: jax.Array) -> Any:
+    """Freshly initialised network params (float32), traced on a one-step dummy sequence."""
+    return setup.network.init(
+        key,
+        setup.network.initial_hidden(1),
+        jnp.zeros((1, 1) + setup.obs_shape, jnp.float32),
+        jnp.ones((1, 1), bool),
+    )
+
+
 def outcome_names(env: Any, env_params: Any) -> tuple[str, ...]:
     """Keys of ``info["episode_outcome"]`` (traced abstractly, no compute)."""
 

@@ -181,13 +181,11 @@ def _loop(
     while update < config.num_updates:
         t_chunk = time.perf_counter()
         runner, metrics = step_fn(runner)
-        scalars, new_update, streak = jax.device_get(
-            (
-                chunk_scalars(metrics, setup.curriculum is not None),
-                runner.update_step,
-                runner.nonfinite_streak,
-            )
+        # One device-to-host transfer per chunk; the scalars are read from host copies.
+        metrics, new_update, streak = jax.device_get(
+            (metrics, runner.update_step, runner.nonfinite_streak)
         )
+        scalars = chunk_scalars(metrics, setup.curriculum is not None)
         chunk_s = time.perf_counter() - t_chunk
         new_update, streak = int(new_update), int(streak)
         steps = (new_update - update) * batch

@@ -17,8 +17,8 @@ from jaxrl.gae import bootstrap_values, gae
 from jaxrl.losses import Minibatch
 from jaxrl.normalize import normalize
 from jaxrl.ppo import OptState, update_epochs
-from jaxrl.rollout import RolloutCarry, per_actor, rollout, value_of
-from jaxrl.setup import Setup, current_learning_rate
+from jaxrl.rollout import RolloutCarry, reset_actors, rollout, value_of
+from jaxrl.setup import Setup, current_learning_rate, init_params
 from jaxrl.types import ChunkMetrics, LossMetrics, RunnerState, RunningStats, UpdateMetrics
 
 
@@ -26,25 +26,22 @@ def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
     """Fresh params, optimizer state and env instances for a run seeded by ``key``."""
     key_params, key_reset, key_runner = jax.random.split(key, 3)
     del key
-    num_envs = setup.config.env.num_envs
-    num_actors = num_envs * setup.num_agents
-    obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
-        jax.random.split(key_reset, num_envs), setup.env_params
-    )
-    params = setup.network.init(
-        key_params,
-        setup.network.initial_hidden(1),
-        jnp.zeros((1, 1) + setup.obs_shape, jnp.float32),
-        jnp.ones((1, 1), bool),
+    params = init_params(setup, key_params)
+    fresh = reset_actors(
+        setup,
+        setup.env_params,
+        key_reset,
+        setup.config.env.num_envs,
+        RunningStats.create(setup.obs_shape),
     )
     return RunnerState(
         params=params,
         opt_state=setup.optimizer.init(params),
-        env_state=env_state,
-        obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
-        is_first=jnp.ones((num_actors,), bool),
-        hidden=setup.network.initial_hidden(num_actors),
-        obs_stats=RunningStats.create(setup.obs_shape),
+        env_state=fresh.env_state,
+        obs=fresh.obs,
+        is_first=fresh.is_first,
+        hidden=fresh.hidden,
+        obs_stats=fresh.obs_stats,
         key=key_runner,
         update_step=jnp.zeros((), jnp.int32),
         nonfinite_streak=jnp.zeros((), jnp.int32),
@@ -57,16 +54,9 @@ def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
 
 def reset_envs(setup: Setup, runner: RunnerState, env_params, key: jax.Array) -> RunnerState:
     """Start a new episode in every env (after a curriculum promotion)."""
-    num_envs = setup.config.env.num_envs
-    num_actors = num_envs * setup.num_agents
-    obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
-        jax.random.split(key, num_envs), env_params
-    )
+    fresh = reset_actors(setup, env_params, key, setup.config.env.num_envs, runner.obs_stats)
     return runner.replace(
-        env_state=env_state,
-        obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
-        is_first=jnp.ones((num_actors,), bool),
-        hidden=setup.network.initial_hidden(num_actors),
+        env_state=fresh.env_state, obs=fresh.obs, is_first=fresh.is_first, hidden=fresh.hidden
     )
 
 
@@ -168,20 +158,17 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         nonfinite_streak=jnp.where(nonfinite, runner.nonfinite_streak + 1, 0),
         nonfinite_total=runner.nonfinite_total + nonfinite.astype(jnp.int32),
     )
-    # Episodes of active actors only (multi-agent envs have empty slots).
-    episodes, return_sum, length_sum = sums.episodes, sums.return_sum, sums.length_sum
-    outcome_sums = sums.outcome_sums
-
     promoted = jnp.zeros((), bool)
     if setup.curriculum is not None:
-        has_episodes = episodes > 0
-        per_episode = jnp.maximum(episodes, 1.0)
+        # Episodes of active actors only (multi-agent envs have empty slots).
+        has_episodes = sums.episodes > 0
+        per_episode = jnp.maximum(sums.episodes, 1.0)
         stage_metrics = {
-            "episode_return": (return_sum / per_episode, has_episodes),
-            "episode_length": (length_sum / per_episode, has_episodes),
+            "episode_return": (sums.return_sum / per_episode, has_episodes),
+            "episode_length": (sums.length_sum / per_episode, has_episodes),
             **{
                 f"outcome/{name}": (total / per_episode, has_episodes)
-                for name, total in outcome_sums.items()
+                for name, total in sums.outcome_sums.items()
             },
         }
         curriculum, promoted = advance(setup.curriculum, runner.curriculum, stage_metrics)
@@ -200,10 +187,10 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         grad_norm=steps.grad_norm.mean(),
         learning_rate=jnp.asarray(learning_rate, jnp.float32),
         explained_variance=explained_variance(traj.value, targets),
-        episode_return_sum=return_sum,
-        episode_length_sum=length_sum,
-        outcome_sums=outcome_sums,
-        episodes=episodes,
+        episode_return_sum=sums.return_sum,
+        episode_length_sum=sums.length_sum,
+        outcome_sums=sums.outcome_sums,
+        episodes=sums.episodes,
         nonfinite=nonfinite,
         promoted=promoted,
         active=jnp.asarray(True),
