@@ -21,8 +21,13 @@ Method (after xland-minigrid's ``scripts/benchmark_xland.py``):
   region. The timed function is one ``lax.scan`` of vmapped, auto-resetting steps that
   carries the last observation and the summed reward, so XLA cannot drop that work.
 - Training throughput runs the real ``make_train_step`` chunk. ``train.total_steps`` is
-  raised so that no update of a timed chunk is an idle no-op (checked with
-  ``ChunkMetrics.updates``).
+  raised so that no update of a timed chunk is an idle no-op (checked with the chunk's
+  ``train/updates`` metric).
+- Self-play (``--only selfplay``) times ``configs/soccer_selfplay.yaml`` started in its league
+  stage (pool lanes, current-policy and RulePolicy opponents, evaluation lanes) against the
+  same config started in the RulePolicy stage before it (same envs, network and lanes; every
+  opponent scripted), and ``configs/soccer_curriculum.yaml`` in its 3v3 stage at the same
+  number of envs; the ratios are printed.
 - Memory is measured in a fresh child process per figure. The child builds the run and runs
   one chunk of one update (peak memory is per update: a chunk's scan reuses its buffers).
   It reports the device allocator's ``peak_bytes_in_use`` on GPU/TPU and the process's
@@ -62,13 +67,17 @@ import numpy as np
 from flax import struct
 
 import envs
+from jaxrl.acting import PolicyParams, act
 from jaxrl.config import Config, ConfigError, load_config, parse_overrides
-from jaxrl.rollout import act
 from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_runner_state, make_train_step
+from jaxrl.train_step import init_runner_state, make_train_step, restart_matches
+from jaxrl.types import RunnerState
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("env", "train", "inference", "memory", "precision")
+SECTIONS = ("env", "train", "inference", "memory", "precision", "selfplay")
+DEFAULT_SECTIONS = SECTIONS[:5]  # selfplay compiles two soccer train steps: ask for it
+SELFPLAY_CONFIG = "configs/soccer_selfplay.yaml"  # league stage vs its RulePolicy stage
+CURRICULUM_CONFIG = "configs/soccer_curriculum.yaml"  # its last stage: 3v3 vs RulePolicy
 DEFAULT_CONFIG = "configs/cartpole.yaml"
 # The recurrent variant of a config: a GRU core on a shared 128-wide torso.
 RECURRENT_OVERRIDES = (
@@ -428,10 +437,20 @@ class ConfigSpec:
         return load_config(self.path, [*self.overrides, *extra])
 
 
-def train_figures(prefix: str, config: Config, profile: Profile) -> list[Figure]:
-    """Training steps/s and updates/s of the compiled chunk, and its compile time."""
+def train_figures(
+    prefix: str,
+    config: Config,
+    profile: Profile,
+    prepare: Callable[[Setup, RunnerState], RunnerState] | None = None,
+) -> list[Figure]:
+    """Training steps/s and updates/s of the compiled chunk, and its compile time.
+
+    ``prepare`` edits the fresh runner state before compiling (e.g. a curriculum stage).
+    """
     setup = make_setup(config)
     runner = init_runner_state(setup, jax.random.key(config.seed))
+    if prepare is not None:
+        runner = prepare(setup, runner)
     compiles = []
     for _ in range(profile.compile_repeats):
         # A fresh jit per compile: a real trace, lowering and XLA compile, never a cache hit.
@@ -444,7 +463,7 @@ def train_figures(prefix: str, config: Config, profile: Profile) -> list[Figure]
         # The step donates its input: always feed it the runner it returned last.
         runner, metrics = jax.block_until_ready(compiled(carried["runner"]))
         carried["runner"] = runner
-        updates.append(metrics.updates)
+        updates.append(metrics["train/updates"])
 
     seconds = time_calls(call, profile.repeats, profile.min_repeat_s)
     ran = sorted({int(u) for u in updates})
@@ -537,6 +556,14 @@ def reference_child() -> None:
     print(json.dumps(run_reference(spec["seed"], **spec["kwargs"])))
 
 
+def at_stage(stage: int, setup: Setup, runner: RunnerState) -> RunnerState:
+    """``runner`` moved to curriculum ``stage`` (negative: from the end), envs restarted."""
+    state = runner.features["curriculum"]
+    stage = stage % setup.curriculum.num_stages
+    features = {**runner.features, "curriculum": state.replace(stage=jnp.asarray(stage, jnp.int32))}
+    return restart_matches(setup, runner.replace(features=features), jax.random.key(1))
+
+
 # ---- inference latency --------------------------------------------------------------------
 
 
@@ -554,7 +581,8 @@ def inference_figures(
         each repeat's calls), ``actions_per_s`` (batch x calls / seconds) and ``compile``.
     """
     key_params, key_obs, key_act = jax.random.split(jax.random.key(0), 3)
-    params = init_runner_state(setup, key_params).params
+    runner = init_runner_state(setup, key_params)
+    params = PolicyParams(params=runner.params, obs_stats=runner.obs_stats)
     hidden = setup.network.initial_hidden(batch)
     obs = jax.random.normal(key_obs, (batch, *setup.obs_shape), jnp.float32)
     is_first = jnp.zeros((batch,), bool)
@@ -562,7 +590,7 @@ def inference_figures(
     compiles = []
     for _ in range(profile.compile_repeats):
         # A fresh jit per compile: a real trace, lowering and XLA compile.
-        jitted = jax.jit(functools.partial(act, setup), static_argnames="deterministic")
+        jitted = jax.jit(functools.partial(act, setup.policy), static_argnames="deterministic")
         seconds, compiled = compile_seconds(jitted, params, hidden, obs, is_first, keys[0])
         compiles.append(seconds)
     start = time.perf_counter()
@@ -632,7 +660,7 @@ def memory_child() -> None:
     compiled = make_train_step(setup).lower(runner).compile()
     analysis = compiled.memory_analysis()
     runner, metrics = jax.block_until_ready(compiled(runner))
-    assert int(metrics.updates) == 1
+    assert int(metrics["train/updates"]) == 1
     stats = (device.memory_stats() or {}) if device.platform != "cpu" else {}
     xla_buffers = None
     if analysis is not None:
@@ -889,6 +917,25 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
                 bf16 = median_of(f"precision/{first.label}/bfloat16/{quantity}")
                 f32 = median_of(f"precision/{first.label}/float32/{quantity}")
                 outcome.ratios[f"precision/{first.label}/{quantity} bfloat16/float32"] = bf16 / f32
+        elif section == "selfplay":
+            num_envs = plan.train_envs or load_config(REPO / SELFPLAY_CONFIG).env.num_envs
+            extra = [f"env.num_envs={num_envs}", *profile.train_overrides]
+            for label, path, stage in (
+                ("league", SELFPLAY_CONFIG, -1),
+                ("rule_stage", SELFPLAY_CONFIG, -2),
+                ("curriculum_3v3", CURRICULUM_CONFIG, -1),
+            ):
+                config = load_config(REPO / path, extra)
+                _log(f"[selfplay] {label}: {path}, stage {stage}, {num_envs} envs")
+                report(
+                    train_figures(
+                        f"selfplay/{label}", config, profile, functools.partial(at_stage, stage)
+                    )
+                )
+            league = median_of("selfplay/league/sps")
+            for other in ("rule_stage", "curriculum_3v3"):
+                ratio = league / median_of(f"selfplay/{other}/sps")
+                outcome.ratios[f"selfplay/league/sps over {other}"] = ratio
         outcome.section_wall_s[section] = time.perf_counter() - start
         _log(f"[{section}] {outcome.section_wall_s[section]:.1f} s")
     return figures, outcome
@@ -1059,8 +1106,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--only",
-        default=",".join(SECTIONS),
-        help=f"comma-separated sub-benchmarks out of {','.join(SECTIONS)} (default: all)",
+        default=",".join(DEFAULT_SECTIONS),
+        help=f"comma-separated sub-benchmarks out of {','.join(SECTIONS)} "
+        f"(default: {','.join(DEFAULT_SECTIONS)})",
     )
     size = p.add_mutually_exclusive_group()
     size.add_argument("--tiny", action="store_true", help="seconds; checks the instrument")

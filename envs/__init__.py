@@ -24,6 +24,7 @@ __all__ = [
     "MemoryProbe",
     "Wrapper",
     "make",
+    "nest_dotted",
     "override_params",
     "register",
     "registered_envs",
@@ -117,6 +118,28 @@ def override_params(params: Any, overrides: Mapping[str, Any], prefix: str = "")
             value = float(value)  # an int for a float parameter (gravity=10) keeps it a float
         changes[key] = value
     return params.replace(**changes)
+
+
+def nest_dotted(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``[("reward.touch", 0.1), ("blue_size", 2)]`` -> ``{"reward": {"touch": 0.1}, "blue_size": 2}``.
+
+    The nested form is what :func:`make` and :func:`override_params` take.
+
+    Raises:
+      ValueError: a key given both as a value and as a struct (``reward=1`` and ``reward.touch``).
+    """
+    nested: dict[str, Any] = {}
+    for key, value in items:
+        *heads, last = key.split(".")
+        target = nested
+        for head in heads:
+            target = target.setdefault(head, {})
+            if not isinstance(target, dict):
+                raise ValueError(f"{key}: {head} is given both as a value and a mapping")
+        if isinstance(target.get(last), dict):
+            raise ValueError(f"{key}: {last} is given both as a value and a mapping")
+        target[last] = value
+    return nested
 
 
 def _is_struct(value: Any) -> bool:

@@ -6,6 +6,7 @@ Layout of a run directory::
     RUN_DIR/checkpoints/<step>/  one Orbax checkpoint per saved update step, with items
         policy/   PolicyState: params + observation normaliser (all evaluation needs)
         state/    the rest of the RunnerState (optimizer, env states, keys, counters)
+        <name>/   one item per train-step feature: its state (curriculum, selfplay, ...)
         meta/     JSON: update step, env steps, wall-clock seconds
 
 Orbax writes each step into a temporary directory and renames it when complete, so a
@@ -46,9 +47,9 @@ def _keys_to_data(tree: Any) -> Any:
 
 def _data_to_keys(tree: Any, like: Any) -> Any:
     return jax.tree.map(
-        lambda x, ref: jax.random.wrap_key_data(x, impl=jax.random.key_impl(ref))
-        if _is_key(ref)
-        else x,
+        lambda x, ref: (
+            jax.random.wrap_key_data(x, impl=jax.random.key_impl(ref)) if _is_key(ref) else x
+        ),
         tree,
         like,
     )
@@ -58,11 +59,13 @@ def _abstract(tree: Any) -> Any:
     return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
 
 
-def split_runner(runner: RunnerState) -> tuple[PolicyState, RunnerState]:
-    """``(policy, rest)``: the runner without params and normaliser, with keys as data."""
+def split_runner(runner: RunnerState) -> tuple[PolicyState, RunnerState, dict[str, Any]]:
+    """``(policy, rest, features)``: params and normaliser; the rest, with keys as data; the
+    feature states by name (each is its own checkpoint item)."""
     policy = PolicyState(params=runner.params, obs_stats=runner.obs_stats)
-    rest = _keys_to_data(runner.replace(params=None, obs_stats=None))
-    return policy, rest
+    rest = _keys_to_data(runner.replace(params=None, obs_stats=None, features=None))
+    features = {name: _keys_to_data(state) for name, state in runner.features.items()}
+    return policy, rest, features
 
 
 class Checkpointer:
@@ -88,13 +91,14 @@ class Checkpointer:
     def save(self, runner: RunnerState, meta: dict[str, Any]) -> int:
         """Save ``runner`` at its update step; returns the step."""
         step = int(runner.update_step)
-        policy, rest = split_runner(runner)
+        policy, rest, features = split_runner(runner)
         self.manager.save(
             step,
             args=ocp.args.Composite(
                 policy=ocp.args.StandardSave(policy),
                 state=ocp.args.StandardSave(rest),
-                meta=ocp.args.JsonSave({**meta, "update_step": step}),
+                meta=ocp.args.JsonSave({**meta, "update_step": step, "features": sorted(features)}),
+                **{name: ocp.args.StandardSave(state) for name, state in features.items()},
             ),
             force=True,
         )
@@ -116,7 +120,7 @@ class Checkpointer:
     def restore(self, like: RunnerState, step: int | None = None) -> tuple[RunnerState, dict]:
         """Restore a whole runner state shaped like ``like``; returns ``(runner, meta)``."""
         step = self._resolve_step(step)
-        policy_like, rest_like = split_runner(like)
+        policy_like, rest_like, features_like = split_runner(like)
         try:
             restored = self.manager.restore(
                 step,
@@ -124,6 +128,10 @@ class Checkpointer:
                     policy=ocp.args.StandardRestore(_abstract(policy_like)),
                     state=ocp.args.StandardRestore(_abstract(rest_like)),
                     meta=ocp.args.JsonRestore(),
+                    **{
+                        name: ocp.args.StandardRestore(_abstract(state))
+                        for name, state in features_like.items()
+                    },
                 ),
             )
         except Exception as err:  # Orbax raises many types for unreadable data
@@ -131,9 +139,43 @@ class Checkpointer:
                 f"checkpoint {self.directory / str(step)} is corrupt or does not match the "
                 f"config: {_first_line(err)}"
             ) from None
-        rest = _data_to_keys(restored.state, like.replace(params=None, obs_stats=None))
-        runner = rest.replace(params=restored.policy.params, obs_stats=restored.policy.obs_stats)
+        rest = _data_to_keys(
+            restored.state, like.replace(params=None, obs_stats=None, features=None)
+        )
+        features = {
+            name: _data_to_keys(restored[name], state) for name, state in like.features.items()
+        }
+        runner = rest.replace(
+            params=restored.policy.params, obs_stats=restored.policy.obs_stats, features=features
+        )
         return runner, dict(restored.meta)
+
+    def meta(self, step: int) -> dict[str, Any]:
+        """The JSON ``meta`` item of checkpoint ``step`` (update step, env steps, wall time)."""
+        step = self._resolve_step(step)
+        try:
+            restored = self.manager.restore(
+                step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
+            )
+        except Exception as err:
+            raise CheckpointError(
+                f"checkpoint {self.directory / str(step)} has no readable meta: {_first_line(err)}"
+            ) from None
+        return dict(restored.meta)
+
+    def restore_item(self, name: str, like: Any, step: int | None = None) -> tuple[Any, int]:
+        """Restore one feature's state (e.g. ``selfplay``) shaped like ``like``."""
+        step = self._resolve_step(step)
+        try:
+            restored = self.manager.restore(
+                step, args=ocp.args.Composite(**{name: ocp.args.StandardRestore(_abstract(like))})
+            )
+        except Exception as err:
+            raise CheckpointError(
+                f"checkpoint {self.directory / str(step)} has no readable {name!r} item: "
+                f"{_first_line(err)}"
+            ) from None
+        return restored[name], step
 
     def restore_policy(self, like: PolicyState, step: int | None = None) -> tuple[PolicyState, int]:
         """Restore only params and normaliser; returns ``(policy, step)``."""

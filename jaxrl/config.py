@@ -16,11 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import dacite
+import numpy as np
 import yaml
 
 PRECISIONS = ("float32", "bfloat16", "auto")
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
 CORES = ("none", "gru", "lstm")
+PFSP = ("hard", "variance", "uniform")
+SIDES = ("random", "first")
+SWITCHABLE = ("selfplay",)  # features a curriculum stage can switch on (off elsewhere)
 
 
 class ConfigError(ValueError):
@@ -100,6 +104,7 @@ class StageConfig:
     threshold: float = 0.0  # promote when the window mean reaches this
     window: int = 10  # updates (with finished episodes) averaged
     min_updates: int = 0  # updates spent in the stage before promotion is possible
+    features: dict[str, bool] = field(default_factory=dict)  # {selfplay: true} switches it on
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,40 @@ class CurriculumConfig:
     """Stages switched inside the compiled step (none by default)."""
 
     stages: tuple[StageConfig, ...] = ()  # in order; the last stage is never left
+    replay: float = 0.0  # fraction of training envs kept on earlier stages (spread evenly)
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    """Self-play league for two-team envs: an in-graph pool of past policies (off by default)."""
+
+    pool_size: int = 0  # K snapshots of the policy kept on device; 0 = self-play off
+    snapshot_every: int = 20  # updates between snapshots (while self-play is on)
+    latest_fraction: float = 0.2  # training envs whose opponent is the current policy
+    rule_fraction: float = 0.2  # training envs whose opponent is the env's RulePolicy
+    lanes: int = 4  # the other envs form this many equal lanes, one pool snapshot each
+    pfsp: str = "hard"  # snapshot sampling: hard (1-w)^2 | variance w(1-w) | uniform
+    result_decay: float = 0.98  # per-update decay of the per-snapshot win/draw/loss counts
+    elo_k: float = 8.0  # K-factor of the in-graph Elo (learner vs snapshots and RulePolicy)
+    sides: str = "random"  # random: learner's team drawn per env and match; first: team 0
+
+
+@dataclass(frozen=True)
+class EvalLaneConfig:
+    """One evaluation lane: envs that measure the learner and never train it."""
+
+    name: str = ""  # logged as eval/<name>/win, .../elo, ...
+    envs: int = 8  # envs in the lane
+    env: dict[str, Any] = field(default_factory=dict)  # EnvParams overrides over env.kwargs
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """In-graph evaluation lanes (none by default)."""
+
+    lanes: tuple[EvalLaneConfig, ...] = ()  # e.g. the RulePolicy at each team size
+    every_updates: int = 10  # report (and restart) each lane's counts every N updates
+    deterministic: bool = True  # lanes play the mode of the policy
 
 
 @dataclass(frozen=True)
@@ -121,6 +160,8 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -240,12 +281,24 @@ _DATACLASSES = {
         CheckpointConfig,
         StageConfig,
         CurriculumConfig,
+        SelfPlayConfig,
+        EvalLaneConfig,
+        EvaluationConfig,
         Config,
     )
 }
 
 
-_SECTIONS = ("env", "network", "ppo", "train", "checkpoint", "curriculum")
+_SECTIONS = (
+    "env",
+    "network",
+    "ppo",
+    "train",
+    "checkpoint",
+    "curriculum",
+    "selfplay",
+    "evaluation",
+)
 CURRICULUM_METRICS = ("episode_return", "episode_length")
 
 
@@ -287,8 +340,7 @@ def config_from_dict(data: dict[str, Any] | None) -> Config:
         config = dacite.from_dict(Config, data, config=_DACITE)
     except dacite.WrongTypeError as err:
         raise ConfigError(
-            f"config key {err.field_path}: expected {_type_name(err.field_type)}, "
-            f"got {err.value!r}"
+            f"config key {err.field_path}: expected {_type_name(err.field_type)}, got {err.value!r}"
         ) from None
     except dacite.DaciteError as err:
         raise ConfigError(f"invalid config: {err}") from None
@@ -343,8 +395,7 @@ def validate(config: Config) -> None:
     )
     _require(
         env.name in envs.registered_envs(),
-        f"env.name: unknown environment {env.name!r}"
-        + _suggest(env.name, envs.registered_envs()),
+        f"env.name: unknown environment {env.name!r}" + _suggest(env.name, envs.registered_envs()),
     )
     _, default_params = envs.make(env.name)
     _check_env_overrides("env.kwargs", env.kwargs, default_params, staged=False)
@@ -366,9 +417,7 @@ def validate(config: Config) -> None:
         len(net.hidden_sizes) >= 1 and all(h >= 1 for h in net.hidden_sizes),
         f"network.hidden_sizes must be positive widths, got {list(net.hidden_sizes)}",
     )
-    _require(
-        net.core in CORES, f"network.core must be one of {', '.join(CORES)}, got {net.core!r}"
-    )
+    _require(net.core in CORES, f"network.core must be one of {', '.join(CORES)}, got {net.core!r}")
     _require(net.core_size >= 1, f"network.core_size must be >= 1, got {net.core_size}")
     _require(net.core_unroll >= 1, f"network.core_unroll must be >= 1, got {net.core_unroll}")
     _require(ppo.num_steps >= 1, f"ppo.num_steps must be >= 1, got {ppo.num_steps}")
@@ -438,6 +487,96 @@ def validate(config: Config) -> None:
         _require(
             stage.min_updates >= 0, f"{where}.min_updates must be >= 0, got {stage.min_updates}"
         )
+        for name, on in stage.features.items():
+            _require(
+                name in SWITCHABLE,
+                f"{where}.features: unknown feature {name!r} (switchable: {', '.join(SWITCHABLE)})",
+            )
+            _require(isinstance(on, bool), f"{where}.features.{name}: expected true or false")
+            _require(
+                name != "selfplay" or config.selfplay.pool_size > 0,
+                f"{where}.features.selfplay: self-play is not configured (selfplay.pool_size is 0)",
+            )
+    replay = config.curriculum.replay
+    _require(0.0 <= replay < 1.0, f"curriculum.replay must be in [0, 1), got {replay}")
+    _require(
+        replay == 0.0 or len(config.curriculum.stages) >= 2,
+        "curriculum.replay needs at least two curriculum.stages",
+    )
+    _validate_selfplay(config, base_params)
+    _validate_evaluation(config, base_params)
+
+
+def _validate_selfplay(config: Config, base_params: Any) -> None:
+    import envs  # local: keep config importable without building envs
+
+    sp = config.selfplay
+    _require(sp.pool_size >= 0, f"selfplay.pool_size must be >= 0, got {sp.pool_size}")
+    _require(
+        sp.sides in SIDES, f"selfplay.sides must be one of {', '.join(SIDES)}, got {sp.sides!r}"
+    )
+    if sp.pool_size == 0:
+        return
+    env, _ = envs.make(config.env.name, **config.env.kwargs)
+    _require(
+        getattr(env, "num_teams", 1) == 2,
+        f"selfplay: {config.env.name} is not a two-team env (self-play needs num_teams = 2)",
+    )
+    _require(
+        sp.snapshot_every >= 1, f"selfplay.snapshot_every must be >= 1, got {sp.snapshot_every}"
+    )
+    for key in ("latest_fraction", "rule_fraction"):
+        value = getattr(sp, key)
+        _require(0.0 <= value <= 1.0, f"selfplay.{key} must be in [0, 1], got {value}")
+    _require(
+        sp.latest_fraction + sp.rule_fraction <= 1.0,
+        "selfplay.latest_fraction + selfplay.rule_fraction must be <= 1, got "
+        f"{sp.latest_fraction + sp.rule_fraction:g}",
+    )
+    _require(sp.pfsp in PFSP, f"selfplay.pfsp must be one of {', '.join(PFSP)}, got {sp.pfsp!r}")
+    _require(
+        0.0 < sp.result_decay <= 1.0,
+        f"selfplay.result_decay must be in (0, 1], got {sp.result_decay}",
+    )
+    _require(sp.elo_k > 0, f"selfplay.elo_k must be > 0, got {sp.elo_k}")
+    _require(sp.lanes >= 1, f"selfplay.lanes must be >= 1, got {sp.lanes}")
+    num_envs = config.env.num_envs
+    latest = round(sp.latest_fraction * num_envs)
+    rule = round(sp.rule_fraction * num_envs)
+    pool = num_envs - latest - rule
+    _require(
+        pool % sp.lanes == 0,
+        f"selfplay.lanes: the {pool} pool envs (env.num_envs {num_envs} - {latest} latest - "
+        f"{rule} rule) do not divide into {sp.lanes} equal lanes",
+    )
+    del base_params
+
+
+def _validate_evaluation(config: Config, base_params: Any) -> None:
+    import re
+
+    import envs  # local: keep config importable without building envs
+
+    ev = config.evaluation
+    _require(
+        ev.every_updates >= 1, f"evaluation.every_updates must be >= 1, got {ev.every_updates}"
+    )
+    names = [lane.name for lane in ev.lanes]
+    for i, lane in enumerate(ev.lanes):
+        where = f"evaluation.lanes[{i}]"
+        _require(
+            re.fullmatch(r"[A-Za-z0-9_]+", lane.name) is not None,
+            f"{where}.name must be letters, digits or _, got {lane.name!r}",
+        )
+        _require(names.count(lane.name) == 1, f"{where}.name {lane.name!r} is used twice")
+        _require(lane.envs >= 1, f"{where}.envs must be >= 1, got {lane.envs}")
+        # Lane params are stacked per env next to the training envs' params: like stages,
+        # only array leaves can differ.
+        _check_env_overrides(f"{where}.env", lane.env, base_params, staged=True)
+        try:
+            envs.override_params(base_params, lane.env)
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"{where}.env: {err}") from None
 
 
 def _check_env_overrides(where: str, overrides: Any, params: Any, *, staged: bool) -> None:
@@ -474,8 +613,7 @@ def _check_env_overrides(where: str, overrides: Any, params: Any, *, staged: boo
         if dataclasses.is_dataclass(default) and not isinstance(default, type):
             if not isinstance(value, dict):
                 raise ConfigError(
-                    f"{path}: expected a mapping of {type(default).__name__} fields, "
-                    f"got {value!r}"
+                    f"{path}: expected a mapping of {type(default).__name__} fields, got {value!r}"
                 )
             _check_env_overrides(path, value, default, staged=staged)
         elif isinstance(value, dict):
@@ -491,6 +629,19 @@ def _check_env_overrides(where: str, overrides: Any, params: Any, *, staged: boo
 
 def _check_env_param(key: str, value: Any, default: Any) -> None:
     """An env parameter override must have the kind of value its default has."""
+    shape = tuple(getattr(default, "shape", ()))
+    if shape:  # an array parameter takes a (nested) list of numbers of its shape
+        try:
+            array = np.asarray(value)
+        except ValueError:
+            array = None
+        if array is None or array.shape != shape or array.dtype.kind not in "biuf":
+            raise ConfigError(
+                f"{key}: expected a list of numbers of shape {list(shape)}, got {value!r}"
+            )
+        if str(default.dtype) != "bool" and array.dtype.kind == "b":
+            raise ConfigError(f"{key}: expected numbers, got {value!r}")
+        return
     if isinstance(default, bool) or str(getattr(default, "dtype", "")) == "bool":
         ok = isinstance(value, bool)
         kind = "bool"

@@ -7,6 +7,12 @@ retraces. Promotion: after each update, the stage's metric (e.g. mean episode re
 episodes that ended in the update) enters a window; once the stage has run ``min_updates``
 updates and the mean of the last ``window`` values reaches ``threshold``, the next stage
 begins (every env is reset with the new params).
+
+:class:`Curriculum` is the train-step feature around these functions. With
+``curriculum.replay`` a fixed, evenly spread fraction of the training envs keeps playing
+earlier stages (replay env ``j`` plays stage ``j mod stage``), so each env has its own stage
+index and its own env params; promotion reads only the envs on the current stage. A stage's
+``features`` switch other features (``{selfplay: true}``) on for the envs playing it.
 """
 
 from __future__ import annotations
@@ -19,7 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl.config import CurriculumConfig
+from jaxrl.config import SWITCHABLE, CurriculumConfig
+from jaxrl.features import Feature, FeatureOutput, UpdateResult, masked_sums, set_rows
+from jaxrl.layout import Layout
+from jaxrl.match import MatchPlan
+from jaxrl.metrics import MetricSpec, Scalar
 
 
 class CurriculumState(struct.PyTreeNode):
@@ -54,6 +64,7 @@ class CurriculumSpec:
     threshold: np.ndarray  # [S] float32
     window: np.ndarray  # [S] int32
     min_updates: np.ndarray  # [S] int32
+    switches: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # name -> [S] bool
 
     @property
     def num_stages(self) -> int:
@@ -79,7 +90,9 @@ def make_spec(config: CurriculumConfig, default_params: Any) -> CurriculumSpec |
             dtype = np.float32
         if dtype == np.int64:
             dtype = np.int32
-        tables[key] = np.asarray([stage.get(key, default) for stage in overrides], dtype=dtype)
+        tables[key] = np.asarray(
+            [np.asarray(stage.get(key, default), dtype) for stage in overrides], dtype=dtype
+        )
     return CurriculumSpec(
         names=tuple(s.name or f"stage{i}" for i, s in enumerate(config.stages)),
         metrics=tuple(s.metric for s in config.stages),
@@ -87,6 +100,11 @@ def make_spec(config: CurriculumConfig, default_params: Any) -> CurriculumSpec |
         threshold=np.asarray([s.threshold for s in config.stages], np.float32),
         window=np.asarray([s.window for s in config.stages], np.int32),
         min_updates=np.asarray([s.min_updates for s in config.stages], np.int32),
+        switches={
+            name: np.asarray([s.features.get(name, False) for s in config.stages], bool)
+            for name in SWITCHABLE
+            if any(name in s.features for s in config.stages)
+        },
     )
 
 
@@ -97,6 +115,18 @@ def stage_params(spec: CurriculumSpec | None, base_params: Any, stage: jax.Array
     params = base_params
     for key, table in spec.param_tables.items():
         params = _replace_path(params, key.split("."), jnp.asarray(table)[stage])
+    return params
+
+
+def env_params_at(spec: CurriculumSpec | None, params: Any, stage: jax.Array, rows: int) -> Any:
+    """Per-env params (leaves ``[N, ...]``) with rows ``[0, len(stage))`` on ``stage [E]``."""
+    if spec is None:
+        return params
+    for key, table in spec.param_tables.items():
+        names = key.split(".")
+        leaf = _get_path(params, key)
+        leaf = leaf.at[:rows].set(jnp.asarray(table)[stage])
+        params = _replace_path(params, names, leaf)
     return params
 
 
@@ -173,3 +203,115 @@ def advance(
     promoted_state = CurriculumState.create(size).replace(stage=stage + 1)
     state = jax.tree.map(lambda new, old: jnp.where(ready, new, old), promoted_state, state)
     return state, ready
+
+
+# ----------------------------------------------------------------------------- feature
+
+
+def replay_ranks(num_envs: int, fraction: float) -> np.ndarray:
+    """int32 [E]: ``-1`` for envs on the current stage, else the env's replay rank ``j``.
+
+    ``round(E * fraction)`` replay envs, spread evenly over the training envs (so every
+    opponent group of the layout gives up the same share).
+    """
+    count = round(num_envs * fraction)
+    ranks = np.full(num_envs, -1, np.int32)
+    if count:
+        picks = np.floor((np.arange(count) + 0.5) * num_envs / count).astype(int)
+        ranks[picks] = np.arange(count)
+    return ranks
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Curriculum(Feature):
+    """Stages switched in-graph (see the module docstring); checkpointed as ``curriculum``."""
+
+    name = "curriculum"
+    resets = True  # a promotion starts every env afresh under the new stage
+    spec: CurriculumSpec
+    layout: Layout
+    base_params: Any  # EnvParams the stage overrides apply to (env.kwargs)
+    ranks: np.ndarray  # [E] int32, replay rank of each training env (-1: current stage)
+
+    def init(self, params, obs_stats) -> CurriculumState:
+        """Stage 0, empty window."""
+        del params, obs_stats
+        return CurriculumState.create(int(self.spec.window.max()))
+
+    def env_stages(self, stage: jax.Array) -> jax.Array:
+        """int32 [E]: the stage each training env plays while the curriculum is at ``stage``."""
+        ranks = jnp.asarray(self.ranks)
+        replay = jnp.where(stage > 0, ranks % jnp.maximum(stage, 1), 0)
+        return jnp.where(ranks >= 0, replay, stage).astype(jnp.int32)
+
+    def plan(self, state: CurriculumState, plan: MatchPlan) -> MatchPlan:
+        """Every training env's stage params; switches of the stage each env plays."""
+        layout = self.layout
+        if layout.per_env_params:
+            stages = self.env_stages(state.stage)
+            env_params = env_params_at(self.spec, plan.env_params, stages, layout.num_envs)
+        else:
+            stages = jnp.broadcast_to(state.stage, (layout.num_envs,))
+            env_params = stage_params(self.spec, plan.env_params, state.stage)
+        switches = dict(plan.switches)
+        for name, table in self.spec.switches.items():
+            on = jnp.zeros((layout.total_envs,), bool)
+            switches[name] = set_rows(on, 0, jnp.asarray(table)[stages])
+        return plan.replace(env_params=env_params, switches=switches)
+
+    def after_update(
+        self, state: CurriculumState, result: UpdateResult
+    ) -> tuple[CurriculumState, FeatureOutput]:
+        """Push the stage metric of the envs on the current stage; promote if ready."""
+        layout = self.layout
+        on_stage = jnp.zeros((layout.total_envs,), bool)
+        on_stage = set_rows(on_stage, 0, self.env_stages(state.stage) == state.stage)
+        sums = masked_sums(result.sums, on_stage)
+        per_episode = jnp.maximum(sums.episodes, 1.0)
+        per_match = jnp.maximum(sums.matches, 1.0)
+        stage_metrics = {
+            "episode_return": (sums.return_sum / per_episode, sums.episodes > 0),
+            "episode_length": (sums.length_sum / per_episode, sums.episodes > 0),
+            **{
+                f"outcome/{name}": (total / per_match, sums.matches > 0)
+                for name, total in sums.outcome_sums.items()
+            },
+        }
+        state, promoted = advance(self.spec, state, stage_metrics)
+        window = jnp.asarray(self.spec.window)[state.stage]
+        metrics = {
+            "curriculum/stage": Scalar.of(state.stage),
+            "curriculum/metric": Scalar.of(window_mean(state, window)),
+            "curriculum/promotions": Scalar.of(promoted),
+        }
+        return state, FeatureOutput.of(metrics, reset=promoted)
+
+    def metric_specs(self) -> tuple[MetricSpec, ...]:
+        """Stage and window mean at the end of a chunk; promotions during it."""
+        return (
+            MetricSpec("curriculum/stage", "last"),
+            MetricSpec("curriculum/metric", "last"),
+            MetricSpec("curriculum/promotions", "sum"),
+        )
+
+    def summary(self, state: CurriculumState) -> list[str]:
+        """Stages and replay."""
+        replayed = int((self.ranks >= 0).sum())
+        names = ", ".join(self.spec.names)
+        line = f"{self.spec.num_stages} stages ({names}), at stage {int(state.stage)}"
+        if replayed:
+            line += f"; {replayed} envs replay earlier stages"
+        return [f"curriculum   {line}"]
+
+
+def make_curriculum(config, layout: Layout, base_params: Any) -> Curriculum | None:
+    """The curriculum feature of ``config`` (None without stages)."""
+    spec = make_spec(config.curriculum, base_params)
+    if spec is None:
+        return None
+    return Curriculum(
+        spec=spec,
+        layout=layout,
+        base_params=base_params,
+        ranks=replay_ranks(layout.num_envs, config.curriculum.replay),
+    )

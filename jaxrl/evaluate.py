@@ -23,11 +23,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+import envs
+from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import Checkpointer, CheckpointError, PolicyState
-from jaxrl.config import ConfigError, load_config
+from jaxrl.config import ConfigError, load_config, parse_overrides
 from jaxrl.curriculum import stage_params
-from jaxrl.normalize import normalize
-from jaxrl.rollout import OUTCOME_KEY, act, agent_mask, per_actor, per_env, reset_actors
+from jaxrl.layout import Layout
+from jaxrl.match import MatchCarry, MatchSpec, idle_plan, match_step, start_matches
 from jaxrl.setup import Setup, init_params, make_setup
 from jaxrl.types import RunningStats
 
@@ -53,21 +55,33 @@ class EvalResult:
 class EpisodeStats(struct.PyTreeNode):
     """First-episode results of ``E`` evaluation envs."""
 
-    episode_return: jax.Array  # [E] float32
+    episode_return: jax.Array  # [E] float32, mean over the env's active learner actors
     episode_length: jax.Array  # [E] int32
-    outcome: Any  # {name: [E] float32} env-reported outcomes (e.g. soccer win)
+    outcome: Any  # {name: [E] float32} env-reported outcomes, learner's side (e.g. soccer win)
 
 
 class EvalCarry(struct.PyTreeNode):
-    """State of the evaluation loop over ``E`` envs (``E * A`` actors), one episode each."""
+    """State of the evaluation loop over ``E`` envs, one episode each."""
 
-    obs: jax.Array  # [E * A, *obs_shape] raw observation per actor
-    env_state: Any  # [E] env state
-    hidden: Any  # [E * A, ...] recurrent carry
-    is_first: jax.Array  # [E * A] bool
+    match: MatchCarry
     done: jax.Array  # [E] bool, the env's first episode has ended
     stats: EpisodeStats
     key: jax.Array
+
+
+def eval_layout(setup: Setup, episodes: int) -> Layout:
+    """``episodes`` envs, no evaluation lanes, no opponent groups, shared env params."""
+    return dataclasses.replace(
+        setup.layout,
+        num_envs=episodes,
+        eval_lane_envs=(),
+        latest_envs=0,
+        rule_envs=0,
+        pool_lanes=0,
+        lane_envs=0,
+        pool_size=0,
+        per_env_params=False,
+    )
 
 
 def run_episodes(
@@ -77,46 +91,50 @@ def run_episodes(
     episodes: int,
     deterministic: bool = True,
     env_params: Any = None,
+    opponent_kind: Any = None,
 ) -> EpisodeStats:
-    """Play one episode in each of ``episodes`` vmapped envs.
+    """Play one episode in each of ``episodes`` vmapped envs (the shared match step).
 
     Deterministic play takes the mode of the action distribution (argmax or the mean).
-    ``env_params`` defaults to the run's env params. In a multi-agent env an episode's
-    return is the mean return of its active learner agents.
+    ``env_params`` defaults to the run's env params. In a two-team env the learner plays
+    team 0 against ``opponent_kind`` (a scripted kind of the env), or against the scripted
+    policy the env params name when it is None. In a multi-agent env an episode's return is
+    the mean return of its active learner agents.
     """
     env_params = setup.env_params if env_params is None else env_params
+    layout = eval_layout(setup, episodes)
+    spec = MatchSpec(
+        env=setup.env,
+        policy=setup.policy,
+        layout=layout,
+        deterministic=deterministic,
+        eval_deterministic=deterministic,
+    )
+    plan = idle_plan(layout, env_params)
+    if opponent_kind is not None:
+        plan = plan.replace(opponent_kind=jnp.full((episodes,), opponent_kind, jnp.int32))
     key_reset, key_loop = jax.random.split(key)
     del key
-    enabled = setup.config.env.normalize_obs
-    start = reset_actors(setup, env_params, key_reset, episodes, policy.obs_stats)
+    learner = PolicyParams(params=policy.params, obs_stats=policy.obs_stats)
+    actors = layout.actors_per_env
 
     def body(c: EvalCarry) -> EvalCarry:
-        key, key_act, key_env = jax.random.split(c.key, 3)
-        obs_norm = normalize(policy.obs_stats, c.obs, enabled)
-        hidden, action, _, _ = act(
-            setup, policy.params, c.hidden, obs_norm, c.is_first, key_act, deterministic
-        )
-        obs, env_state, _, terminated, truncated, info = jax.vmap(
-            setup.env.step, in_axes=(0, 0, 0, None)
-        )(jax.random.split(key_env, episodes), c.env_state, per_env(setup, action), env_params)
+        key, key_step = jax.random.split(c.key)
+        match, record = match_step(spec, learner, plan, c.match, key_step)
         # Record each env's first episode only; later episodes (after auto-reset) are ignored.
-        finished = jnp.logical_and(info["episode_done"], ~c.done)  # [E]
-        mask = agent_mask(setup, info)
-        mask = jnp.ones((episodes, 1), bool) if mask is None else per_env(setup, mask)
-        returns = info["episode_return"].reshape(episodes, -1)  # [E, A] or [E, 1]
+        finished = jnp.logical_and(record.done, ~c.done)  # [E]
+        mask = jnp.ones((episodes * actors,), bool) if record.mask is None else record.mask
+        mask = mask.reshape(episodes, actors)
+        returns = record.episode_return.reshape(episodes, actors)
         mean_return = (returns * mask).sum(-1) / jnp.maximum(mask.sum(-1), 1)
-        outcome = info.get(OUTCOME_KEY, {})
         return EvalCarry(
-            obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
-            env_state=env_state,
-            hidden=hidden,
-            is_first=per_actor(setup, jnp.logical_or(terminated, truncated), per_agent=False),
+            match=match,
             done=jnp.logical_or(c.done, finished),
             stats=EpisodeStats(
                 episode_return=jnp.where(finished, mean_return, c.stats.episode_return),
-                episode_length=jnp.where(finished, info["episode_length"], c.stats.episode_length),
+                episode_length=jnp.where(finished, record.episode_length, c.stats.episode_length),
                 outcome={
-                    name: jnp.where(finished, outcome[name], value)
+                    name: jnp.where(finished, record.outcome[name], value)
                     for name, value in c.stats.outcome.items()
                 },
             ),
@@ -125,10 +143,7 @@ def run_episodes(
 
     zeros = jnp.zeros(episodes, jnp.float32)
     init = EvalCarry(
-        obs=start.obs,
-        env_state=start.env_state,
-        hidden=start.hidden,
-        is_first=start.is_first,
+        match=start_matches(spec, setup.network.initial_hidden, plan, key_reset),
         done=jnp.zeros(episodes, bool),
         stats=EpisodeStats(
             episode_return=zeros,
@@ -166,15 +181,28 @@ def evaluate(
     seed: int = 0,
     deterministic: bool = True,
     stage: int | None = None,
+    opponent: str | None = None,
+    env_overrides: dict | None = None,
 ) -> EvalResult:
     """Restore params (latest checkpoint or ``step``) and play ``episodes`` episodes.
 
     For a curriculum run, the episodes use the params of curriculum ``stage`` (default:
-    the last stage, the task the curriculum leads to).
+    the last stage, the task the curriculum leads to). ``env_overrides`` (a nested mapping
+    of EnvParams fields, e.g. ``{"blue_size": 2, "orange_size": 2}``) apply on top. In a
+    two-team env the learner plays team 0 against ``opponent`` (a scripted policy of the
+    env: ``rule``, ``random``, ``idle``), by default the one the env params name.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     setup, policy, step = load_policy(run_dir, step)
+    opponent_kind = None
+    if opponent is not None:
+        kinds = getattr(setup.env, "scripted_kinds", None)
+        if kinds is None or not setup.layout.two_team:
+            raise ValueError(f"--opponent: {setup.config.env.name} has no opponent team")
+        if opponent not in kinds:
+            raise ValueError(f"--opponent must be one of {', '.join(kinds)}, got {opponent!r}")
+        opponent_kind = int(kinds[opponent])
     env_params = setup.env_params
     if setup.curriculum is not None:
         last = setup.curriculum.num_stages - 1
@@ -184,9 +212,13 @@ def evaluate(
         env_params = stage_params(setup.curriculum, setup.env_params, jnp.asarray(stage))
     elif stage not in (None, 0):
         raise ValueError("this run has no curriculum stages")
+    if env_overrides:
+        env_params = envs.override_params(env_params, env_overrides)
     play = jax.jit(run_episodes, static_argnums=(0, 3, 4))
     stats = jax.device_get(
-        play(setup, policy, jax.random.key(seed), episodes, deterministic, env_params)
+        play(
+            setup, policy, jax.random.key(seed), episodes, deterministic, env_params, opponent_kind
+        )
     )
     returns = np.asarray(stats.episode_return, dtype=np.float64)
     lengths = stats.episode_length
@@ -217,11 +249,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--stage", type=int, help="curriculum stage to play (default: the last stage)"
     )
+    parser.add_argument(
+        "--opponent", help="two-team envs: the scripted opponent (rule, random, idle)"
+    )
+    parser.add_argument(
+        "--env-param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="EnvParams override, dotted for struct fields (blue_size=2, reward.touch=0)",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     try:
         result = evaluate(
-            args.run_dir, args.episodes, args.step, args.seed, not args.stochastic, args.stage
+            args.run_dir,
+            args.episodes,
+            args.step,
+            args.seed,
+            not args.stochastic,
+            args.stage,
+            args.opponent,
+            envs.nest_dotted(parse_overrides(args.env_param)),
         )
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -30,9 +30,7 @@ class StepMetrics(struct.PyTreeNode):
     nonfinite: jax.Array  # () bool, the step was skipped
 
 
-def minibatch_step(
-    setup: Setup, state: OptState, batch: Minibatch
-) -> tuple[OptState, StepMetrics]:
+def minibatch_step(setup: Setup, state: OptState, batch: Minibatch) -> tuple[OptState, StepMetrics]:
     """One gradient step; optax's ``apply_if_finite`` skips it if the gradient is not finite."""
     grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
     (loss, metrics), grads = grad_fn(

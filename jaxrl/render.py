@@ -3,6 +3,9 @@
     python -m jaxrl.render --run-dir DIR --out match.gif [--step S] [--stage N] [--seconds 20]
     python -m jaxrl.render --rule-policy --out rule.gif [--env-kwargs '{blue_size: 2}']
 
+Both go through the shared match step (:mod:`jaxrl.match`); with ``--rule-policy`` the
+learner's team plays the env's scripted RulePolicy.
+
 Only environments with a renderer are supported (``Soccer``).
 """
 
@@ -18,13 +21,14 @@ import jax.numpy as jnp
 import yaml
 
 import envs
-from jaxrl.checkpoint import CheckpointError
-from jaxrl.config import ConfigError
+from jaxrl.acting import PolicyParams
+from jaxrl.checkpoint import CheckpointError, PolicyState
+from jaxrl.config import Config, ConfigError, EnvConfig
 from jaxrl.curriculum import stage_params
-from jaxrl.evaluate import load_policy
-from jaxrl.normalize import normalize
-from jaxrl.rollout import act, per_actor, per_env
-from jaxrl.setup import Setup
+from jaxrl.evaluate import eval_layout, load_policy
+from jaxrl.match import MatchSpec, idle_plan, match_step, start_matches
+from jaxrl.setup import Setup, init_params, make_setup
+from jaxrl.types import RunningStats
 
 
 def unwrap_state(state: Any) -> Any:
@@ -35,41 +39,56 @@ def unwrap_state(state: Any) -> Any:
 
 
 def policy_states(
-    setup: Setup, policy, env_params, key: jax.Array, num_steps: int, deterministic: bool
+    setup: Setup,
+    policy: PolicyState,
+    env_params: Any,
+    key: jax.Array,
+    num_steps: int,
+    deterministic: bool,
+    learner_kind: Any = None,
+    opponent_kind: Any = None,
 ) -> Any:
-    """States ``[num_steps + 1]`` of one env driven by the restored policy (auto-resets)."""
+    """States ``[num_steps + 1]`` of one env played through the shared match step.
+
+    The learner (team 0) is the restored policy, or the env's scripted ``learner_kind``;
+    the other team plays ``opponent_kind`` (default: what the env params name).
+    """
+    layout = eval_layout(setup, 1)
+    spec = MatchSpec(
+        env=setup.env,
+        policy=setup.policy,
+        layout=layout,
+        deterministic=deterministic,
+        eval_deterministic=deterministic,
+    )
+    plan = idle_plan(layout, env_params)
+    if opponent_kind is not None:
+        plan = plan.replace(opponent_kind=jnp.full((1,), opponent_kind, jnp.int32))
+    if learner_kind is not None:
+        plan = plan.replace(learner_kind=jnp.full((1,), learner_kind, jnp.int32))
     key_reset, key_play = jax.random.split(key)
     del key
-    enabled = setup.config.env.normalize_obs
-    obs, state = setup.env.reset(key_reset, env_params)
-    obs = per_actor(setup, obs[None], per_agent=True)
-    hidden = setup.network.initial_hidden(setup.num_agents)
-    is_first = jnp.ones((setup.num_agents,), bool)
+    learner = PolicyParams(params=policy.params, obs_stats=policy.obs_stats)
+    start = start_matches(spec, setup.network.initial_hidden, plan, key_reset)
 
     def body(carry, key):
-        obs, state, hidden, is_first = carry
-        key_act, key_step = jax.random.split(key)
-        hidden, action, _, _ = act(
-            setup,
-            policy.params,
-            hidden,
-            normalize(policy.obs_stats, obs, enabled),
-            is_first,
-            key_act,
-            deterministic,
-        )
-        obs, state, _, terminated, truncated, _ = setup.env.step(
-            key_step, state, per_env(setup, action)[0], env_params
-        )
-        obs = per_actor(setup, obs[None], per_agent=True)
-        done = jnp.repeat(jnp.logical_or(terminated, truncated)[None], setup.num_agents)
-        return (obs, state, hidden, done), unwrap_state(state)
+        carry, _ = match_step(spec, learner, plan, carry, key)
+        return carry, unwrap_state(carry.env_state)
 
-    _, states = jax.lax.scan(
-        body, (obs, state, hidden, is_first), jax.random.split(key_play, num_steps)
+    _, states = jax.lax.scan(body, start, jax.random.split(key_play, num_steps))
+    first = unwrap_state(start.env_state)
+    return jax.tree.map(lambda s0, s: jnp.concatenate([s0, s[:, 0]]), first, states)
+
+
+def rule_policy_setup(overrides: dict) -> tuple[Setup, PolicyState]:
+    """A Soccer setup (tiny, unused network) for scripted play through the match step."""
+    config = Config(env=EnvConfig(name="Soccer", num_envs=1, kwargs=overrides))
+    setup = make_setup(config)
+    policy = PolicyState(
+        params=init_params(setup, jax.random.key(0)),
+        obs_stats=RunningStats.create(setup.obs_shape),
     )
-    first = unwrap_state(state)
-    return jax.tree.map(lambda s0, s: jnp.concatenate([s0[None], s]), first, states)
+    return setup, policy
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,8 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stochastic", action="store_true", help="sample policy actions")
     args = parser.parse_args(argv)
 
-    from envs.soccer import render, rollout_states  # noqa: PLC0415
-    from envs.soccer.env import RULE  # noqa: PLC0415
+    from envs.soccer import render  # noqa: PLC0415
     from envs.soccer.physics import STEP_DT  # noqa: PLC0415
 
     try:
@@ -103,9 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         num_steps = max(1, round(args.seconds / STEP_DT))
         key = jax.random.key(args.seed)
         if args.rule_policy:
-            env, env_params = envs.make("Soccer", **overrides)
-            play = jax.jit(rollout_states, static_argnums=(0, 4))
-            states = play(env, key, env_params, jnp.asarray(RULE, jnp.int32), num_steps)
+            setup, policy = rule_policy_setup(overrides)
+            env_params = setup.env_params
+            play = jax.jit(policy_states, static_argnums=(0, 4, 5))
+            rule = int(setup.env.scripted_kinds["rule"])
+            states = play(setup, policy, env_params, key, num_steps, True, rule)
         else:
             setup, policy, step = load_policy(args.run_dir, args.step)
             if setup.config.env.name != "Soccer":

@@ -1,8 +1,10 @@
-"""Acting: a ``lax.scan`` of vmapped policy sampling and env steps.
+"""Training rollouts: a ``lax.scan`` of match steps that records what PPO trains on.
 
-The rollout is cut into chunks of ``sequence_length`` steps (one chunk without a
-recurrent core); the hidden state at the start of each chunk is returned, since each
-training sequence re-runs the core from the state it started from.
+The rollout is cut into chunks of ``sequence_length`` steps (one chunk without a recurrent
+core); the hidden state at the start of each chunk is returned, since each training
+sequence re-runs the core from the state it started from. Only the first
+``layout.num_envs`` envs train; evaluation-lane envs after them act in the same step and
+are reported in the episode sums only.
 """
 
 from __future__ import annotations
@@ -13,227 +15,124 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.networks import make_distribution
+from jaxrl.acting import PolicyParams, value_of
+from jaxrl.match import RESULT_NAMES, MatchCarry, MatchPlan, MatchRecord, match_step
 from jaxrl.normalize import normalize, update_stats
 from jaxrl.setup import Setup
 from jaxrl.types import EpisodeSums, RunningStats, Transition
 
-OUTCOME_KEY = "episode_outcome"  # optional info entry: {name: () float32} at episode end
+
+class RolloutOutput(struct.PyTreeNode):
+    """What one rollout returns besides the advanced carry."""
+
+    transitions: Transition  # [T, B] training rows
+    start_hidden: Any  # [C, B, ...] learner carry at the start of each chunk of L steps
+    sums: EpisodeSums  # [N] finished episodes per env (training and evaluation envs)
+    slot_results: Any  # [K + 1, 3] pure pool matches per slot (learner W/D/L), or None
+    obs_stats: RunningStats  # the learner's normaliser after the rollout
 
 
-def per_actor(setup: Setup, x: jax.Array, per_agent: bool) -> jax.Array:
-    """Env-batched ``[E, A, ...]`` (``per_agent``) or ``[E, ...]`` data as ``[E * A, ...]``.
-
-    Single-agent envs (``A = 1``) pass through unchanged.
-    """
-    if setup.num_agents == 1:
-        return x
-    if per_agent:
-        return x.reshape((-1,) + x.shape[2:])
-    return jnp.repeat(x, setup.num_agents, axis=0)
-
-
-def per_env(setup: Setup, x: jax.Array) -> jax.Array:
-    """Actor-batched ``[E * A, ...]`` data as ``[E, A, ...]`` for the env (identity if A = 1)."""
-    if setup.num_agents == 1:
-        return x
-    return x.reshape((-1, setup.num_agents) + x.shape[1:])
-
-
-def agent_mask(setup: Setup, info: dict) -> jax.Array | None:
-    """``[E * A]`` bool: which actors are active; ``None`` (all of them) for single-agent envs."""
-    if setup.num_agents == 1:
-        return None
-    if "agent_mask" not in info:
-        num_envs = info["episode_done"].shape[0]  # EpisodeStatistics reports it for every env
-        return jnp.ones((num_envs * setup.num_agents,), bool)
-    return per_actor(setup, info["agent_mask"], per_agent=True)
-
-
-def add_finished_episodes(
-    setup: Setup, sums: EpisodeSums, info: dict, mask: jax.Array | None
-) -> EpisodeSums:
-    """``sums`` plus the episodes that ended on this step (of active actors)."""
-    done = per_actor(setup, info["episode_done"], per_agent=False)
-    if mask is not None:
-        done = jnp.logical_and(done, mask)
-    done = done.astype(jnp.float32)
-    returns = per_actor(setup, info["episode_return"], per_agent=info["episode_return"].ndim > 1)
-    lengths = per_actor(setup, info["episode_length"], per_agent=False)
-    outcomes = info.get(OUTCOME_KEY, {})
+def add_episodes(sums: EpisodeSums, record: MatchRecord, actors_per_env: int) -> EpisodeSums:
+    """``sums`` plus the episodes that ended in this step, per env."""
+    done_rows = jnp.repeat(record.done, actors_per_env)
+    if record.mask is not None:
+        done_rows = jnp.logical_and(done_rows, record.mask)
+    done_rows = done_rows.astype(jnp.float32)
+    per_env = lambda x: x.reshape(-1, actors_per_env).sum(-1)  # noqa: E731 - [N*A] -> [N]
+    done = record.done.astype(jnp.float32)
     return EpisodeSums(
-        episodes=sums.episodes + done.sum(),
-        return_sum=sums.return_sum + (returns * done).sum(),
-        length_sum=sums.length_sum + (lengths.astype(jnp.float32) * done).sum(),
+        episodes=sums.episodes + per_env(done_rows),
+        return_sum=sums.return_sum + per_env(record.episode_return * done_rows),
+        length_sum=sums.length_sum + per_env(done_rows) * record.episode_length.astype(jnp.float32),
+        matches=sums.matches + done,
         outcome_sums={
-            name: total
-            + (per_actor(setup, outcomes[name].astype(jnp.float32), per_agent=False) * done).sum()
-            for name, total in sums.outcome_sums.items()
+            name: total + record.outcome[name] * done for name, total in sums.outcome_sums.items()
         },
     )
 
 
-class RolloutCarry(struct.PyTreeNode):
-    """What the rollout scan carries from one step to the next."""
-
-    env_state: Any  # [B] env state
-    obs: jax.Array  # [B, *obs_shape] raw observation
-    is_first: jax.Array  # [B] bool, obs starts an episode
-    hidden: Any  # [B, ...] recurrent carry, before the reset for ``is_first`` is applied
-    obs_stats: RunningStats
-
-
-def reset_actors(
-    setup: Setup, env_params, key: jax.Array, num_envs: int, obs_stats: RunningStats
-) -> RolloutCarry:
-    """``num_envs`` freshly reset envs: their actors' first observations and empty hidden state."""
-    obs, env_state = jax.vmap(setup.env.reset, in_axes=(0, None))(
-        jax.random.split(key, num_envs), env_params
-    )
-    num_actors = num_envs * setup.num_agents
-    return RolloutCarry(
-        env_state=env_state,
-        obs=per_actor(setup, obs, per_agent=True).astype(jnp.float32),
-        is_first=jnp.ones((num_actors,), bool),
-        hidden=setup.network.initial_hidden(num_actors),
-        obs_stats=obs_stats,
-    )
-
-
-def act(
-    setup: Setup,
-    params,
-    hidden,
-    obs_norm: jax.Array,
-    is_first: jax.Array,
-    key: jax.Array,
-    deterministic: bool = False,
-):
-    """Choose actions for one step of normalised observations ``[B, ...]``.
-
-    Samples from the policy, or takes its mode when ``deterministic``.
-
-    Returns:
-      ``(hidden, action [B, *action_shape], log_prob [B], value [B])``.
-    """
-    hidden, policy_params, value = setup.network.apply(
-        params, hidden, obs_norm[None], is_first[None]
-    )
-    if setup.discrete:
-        policy_params = policy_params[0]  # logits [B, num_actions]
-    else:
-        mean, log_std = policy_params
-        policy_params = (mean[0], log_std)  # mean [B, A], log_std [A]
-    dist = make_distribution(policy_params, setup.discrete)
-    if deterministic:
-        action = dist.mode()
-        log_prob = dist.log_prob(action)
-    else:
-        action, log_prob = dist.sample_and_log_prob(seed=key)
-    return hidden, action, log_prob, value[0]
-
-
-def value_of(setup: Setup, params, hidden, obs_norm: jax.Array, is_first: jax.Array) -> jax.Array:
-    """``V(obs) [B]`` of one step of normalised observations, after ``hidden``."""
-    _, _, value = setup.network.apply(params, hidden, obs_norm[None], is_first[None])
-    return value[0]
-
-
-def env_step(
-    setup: Setup,
-    params,
-    env_params,
-    carry: RolloutCarry,
-    sums: EpisodeSums,
-    key_act: jax.Array,
-    keys_env: jax.Array,
-) -> tuple[RolloutCarry, EpisodeSums, Transition]:
-    """One agent step of every env: normalise, act, step (with auto-reset), record.
-
-    ``key_act`` samples the actions; ``keys_env`` ``[E]`` step the envs (both drawn before
-    the rollout loop, so no key is split inside it).
-    """
+def transition_of(
+    setup: Setup, params: Any, obs_stats: RunningStats, record: MatchRecord
+) -> Transition:
+    """The training rows of one match step as a PPO transition."""
+    rows = setup.layout.num_envs * setup.layout.actors_per_env
+    train = lambda x: None if x is None else x[:rows]  # noqa: E731
     enabled = setup.config.env.normalize_obs
-    obs_stats = update_stats(carry.obs_stats, carry.obs) if enabled else carry.obs_stats
-    obs_norm = normalize(obs_stats, carry.obs, enabled)
-    hidden, action, log_prob, value = act(
-        setup, params, carry.hidden, obs_norm, carry.is_first, key_act
-    )
-    obs, env_state, reward, terminated, truncated, info = jax.vmap(
-        setup.env.step, in_axes=(0, 0, 0, None)
-    )(keys_env, carry.env_state, per_env(setup, action), env_params)
-    # From here on everything is per actor: [E * A, ...].
-    obs = per_actor(setup, obs, per_agent=True)
-    reward = per_actor(setup, reward, per_agent=True)
-    terminated = per_actor(setup, terminated, per_agent=False)
-    truncated = per_actor(setup, truncated, per_agent=False)
-    final_obs = per_actor(setup, info["final_observation"], per_agent=True)
-    truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
+    truncated = record.truncated[:rows]
+    hidden = jax.tree.map(lambda h: h[:rows], record.act.hidden)
     # Truncation bootstraps from the value of the pre-reset observation, seen with the
     # hidden state of the episode it ends. Time limits are rare, so skip it when unused.
     final_value = jax.lax.cond(
         truncated.any(),
         lambda: value_of(
-            setup,
+            setup.policy,
             params,
             hidden,
-            normalize(obs_stats, final_obs, enabled),
+            normalize(obs_stats, record.final_obs[:rows], enabled),
             jnp.zeros_like(truncated),  # the final obs continues the episode that ends
         ),
-        lambda: jnp.zeros_like(value),
+        lambda: jnp.zeros((rows,), jnp.float32),
     )
-    mask = agent_mask(setup, info)
-    transition = Transition(
-        obs=obs_norm,
-        is_first=carry.is_first,
-        action=action,
-        log_prob=log_prob,
-        value=value,
-        reward=reward.astype(jnp.float32) * setup.config.ppo.reward_scale,
-        terminated=terminated,
+    return Transition(
+        obs=record.act.obs_norm[:rows],
+        is_first=record.is_first[:rows],
+        action=record.act.action[:rows],
+        log_prob=record.act.log_prob[:rows],
+        value=record.act.value[:rows],
+        reward=record.reward[:rows] * setup.config.ppo.reward_scale,
+        terminated=record.terminated[:rows],
         truncated=truncated,
         final_value=jnp.where(truncated, final_value, 0.0),
-        mask=mask,
+        mask=train(record.mask),
     )
-    new_carry = RolloutCarry(
-        env_state=env_state,
-        obs=obs.astype(jnp.float32),
-        is_first=jnp.logical_or(terminated, truncated),
-        hidden=hidden,
-        obs_stats=obs_stats,
-    )
-    return new_carry, add_finished_episodes(setup, sums, info, mask), transition
 
 
 def rollout(
-    setup: Setup, params, env_params, carry: RolloutCarry, key: jax.Array
-) -> tuple[RolloutCarry, Transition, Any, EpisodeSums]:
-    """``ppo.num_steps`` agent steps of every env under ``env_params``.
-
-    Returns:
-      ``(carry, Transition[T, B], initial_hidden [C, B, ...], episode sums)`` with ``C``
-      chunks of ``sequence_length`` steps (``C = 1`` and an empty hidden state without a
-      core).
-    """
-    config = setup.config
-    num_steps, num_envs = config.ppo.num_steps, config.env.num_envs
+    setup: Setup,
+    params: Any,
+    obs_stats: RunningStats,
+    plan: MatchPlan,
+    carry: MatchCarry,
+    key: jax.Array,
+) -> tuple[MatchCarry, RolloutOutput]:
+    """``ppo.num_steps`` match steps of every env under ``plan``."""
+    config, layout = setup.config, setup.layout
+    num_steps = config.ppo.num_steps
     chunk = config.sequence_length if config.network.core != "none" else num_steps
-    # Every key of the rollout in one call: [T, 1 + E] = the step's action key, then its
-    # env keys. (On CPU each key split inside the loop is a loop of its own.)
-    keys = jax.random.split(key, (num_steps // chunk, chunk, 1 + num_envs))
+    train_rows = layout.num_envs * layout.actors_per_env
+    enabled = config.env.normalize_obs
+    keys = jax.random.split(key, (num_steps // chunk, chunk))
+    has_pool = layout.pool_lanes > 0
 
-    def run_chunk(carry_sums, chunk_keys: jax.Array):
-        def step(c, step_keys):
-            c, sums, transition = env_step(
-                setup, params, env_params, c[0], c[1], step_keys[0], step_keys[1:]
-            )
-            return (c, sums), transition
+    def step(state, step_key):
+        carry, stats, sums, results = state
+        if enabled:  # the training rows only: evaluation lanes never change training
+            stats = update_stats(stats, carry.obs[:train_rows])
+        carry, record = match_step(
+            setup.match, PolicyParams(params=params, obs_stats=stats), plan, carry, step_key
+        )
+        sums = add_episodes(sums, record, layout.actors_per_env)
+        if has_pool:
+            results = results + record.slot_results
+        return (carry, stats, sums, results), transition_of(setup, params, stats, record)
 
-        start_hidden = carry_sums[0].hidden
-        carry_sums, transitions = jax.lax.scan(step, carry_sums, chunk_keys)
-        return carry_sums, (transitions, start_hidden)
+    def run_chunk(state, chunk_keys):
+        start_hidden = jax.tree.map(lambda h: h[:train_rows], state[0].hidden)
+        state, transitions = jax.lax.scan(step, state, chunk_keys)
+        return state, (transitions, start_hidden)
 
-    sums = EpisodeSums.zeros(setup.outcome_names)
-    (carry, sums), (transitions, start_hidden) = jax.lax.scan(run_chunk, (carry, sums), keys)
+    sums = EpisodeSums.zeros(layout.total_envs, setup.outcome_names)
+    results = (
+        jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32) if has_pool else None
+    )
+    (carry, stats, sums, results), (transitions, start_hidden) = jax.lax.scan(
+        run_chunk, (carry, obs_stats, sums, results), keys
+    )
     transitions = jax.tree.map(lambda x: x.reshape((num_steps,) + x.shape[2:]), transitions)
-    return carry, transitions, start_hidden, sums
+    return carry, RolloutOutput(
+        transitions=transitions,
+        start_hidden=start_hidden,
+        sums=sums,
+        slot_results=results,
+        obs_stats=stats,
+    )

@@ -13,11 +13,17 @@ import optax
 
 import envs
 from jaxrl import prng
+from jaxrl.acting import PolicySpec
 from jaxrl.config import Config
-from jaxrl.curriculum import CurriculumSpec, make_spec
+from jaxrl.curriculum import CurriculumSpec, make_curriculum
+from jaxrl.eval_lanes import make_eval_lanes
+from jaxrl.features import Feature
+from jaxrl.layout import Layout, make_layout
 from jaxrl.losses import LossHyperparams
+from jaxrl.match import RESULT_NAMES, MatchSpec
 from jaxrl.networks import ActorCritic
 from jaxrl.precision import compute_dtype
+from jaxrl.selfplay import make_selfplay
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -32,11 +38,21 @@ class Setup:
     loss_hp: LossHyperparams
     discrete: bool
     obs_shape: tuple[int, ...]  # one actor's observation
-    num_agents: int  # learner-controlled agents per env (parameter sharing); 1 for most envs
     action_shape: tuple[int, ...]  # () discrete, (A,) continuous
     compute_dtype: Any
-    curriculum: CurriculumSpec | None  # stages, or None without a curriculum
     outcome_names: tuple[str, ...]  # keys of the env's info["episode_outcome"], if any
+    layout: Layout  # the env batch: training envs, evaluation lanes, opponent groups
+    policy: PolicySpec  # what acting needs of the network
+    match: MatchSpec  # what the match step needs
+    features: tuple[Feature, ...]  # curriculum, self-play, evaluation lanes (those configured)
+
+    @property
+    def curriculum(self) -> CurriculumSpec | None:
+        """The curriculum's stages, or None without a curriculum."""
+        for feature in self.features:
+            if feature.name == "curriculum":
+                return feature.spec
+        return None
 
 
 def learning_rate_schedule(config: Config) -> optax.Schedule:
@@ -86,9 +102,9 @@ def make_setup(config: Config) -> Setup:
     if config.env.action_repeat > 1:
         env = envs.ActionRepeat(env, config.env.action_repeat)
     env = envs.EpisodeStatistics(env)
-    num_agents = int(getattr(env, "num_agents", 1))
+    layout = make_layout(config, env)
     obs_shape = tuple(env.observation_space(env_params).shape)
-    if num_agents > 1:
+    if layout.num_agents > 1:
         obs_shape = obs_shape[1:]  # [A, *obs_shape] per env: one row per agent
     space = env.action_space(env_params)
     if discrete:
@@ -110,6 +126,21 @@ def make_setup(config: Config) -> Setup:
         obs_ndim=len(obs_shape),
     )
     ppo = config.ppo
+    names = outcome_names(env, env_params)
+    if layout.selfplay and not all(name in names for name in RESULT_NAMES):
+        raise ValueError(
+            f"self-play needs {config.env.name} to report win/draw/loss in info['episode_outcome']"
+        )
+    policy = PolicySpec(network=network, discrete=discrete, normalize_obs=config.env.normalize_obs)
+    features = tuple(
+        feature
+        for feature in (
+            make_curriculum(config, layout, env_params),
+            make_selfplay(config, layout, env),
+            make_eval_lanes(config, layout, env_params, names),
+        )
+        if feature is not None
+    )
     return Setup(
         config=config,
         env=env,
@@ -122,15 +153,23 @@ def make_setup(config: Config) -> Setup:
             ent_coef=ppo.ent_coef,
             clip_value=ppo.clip_value,
             normalize_advantages=ppo.normalize_advantages,
-            masked=num_agents > 1,
+            masked=layout.actors_per_env > 1,
         ),
         discrete=discrete,
         obs_shape=obs_shape,
-        num_agents=num_agents,
         action_shape=action_shape,
         compute_dtype=jnp.dtype(dtype),
-        curriculum=make_spec(config.curriculum, env_params),
-        outcome_names=outcome_names(env, env_params),
+        outcome_names=names,
+        layout=layout,
+        policy=policy,
+        match=MatchSpec(
+            env=env,
+            policy=policy,
+            layout=layout,
+            deterministic=False,
+            eval_deterministic=config.evaluation.deterministic,
+        ),
+        features=features,
     )
 
 
@@ -150,7 +189,7 @@ def outcome_names(env: Any, env_params: Any) -> tuple[str, ...]:
     def one_step(key):
         _, state = env.reset(key, env_params)
         action = env.action_space(env_params).sample(key)
-        num_agents = getattr(env, "num_agents", 1)
+        num_agents = int(getattr(env, "num_agents", 1))
         if num_agents > 1:
             action = jnp.broadcast_to(action, (num_agents,) + action.shape)
         return env.step(key, state, action, env_params)[-1]

@@ -64,7 +64,9 @@ def prepare_run_dir(run_dir: Path, overwrite: bool) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
-def run_summary(config: Config, setup: Setup, run_dir: Path, start_update: int) -> str:
+def run_summary(
+    config: Config, setup: Setup, run_dir: Path, start_update: int, features: dict
+) -> str:
     """A few lines describing the run, printed before training."""
     ppo, env = config.ppo, config.env
     devices = ", ".join(f"{d.platform}:{d.id}" for d in jax.devices())
@@ -89,6 +91,14 @@ def run_summary(config: Config, setup: Setup, run_dir: Path, start_update: int) 
         f"  checkpoints  every {config.checkpoint.every_updates or 'end only'} updates, "
         f"keep {config.checkpoint.keep}",
     ]
+    layout = setup.layout
+    if layout.two_team:
+        lines.append(
+            f"  teams        two teams of {layout.team_size}: the learner drives one per env, "
+            f"{layout.num_envs * layout.actors_per_env} training actors"
+        )
+    for feature in setup.features:
+        lines += [f"  {line}" for line in feature.summary(features[feature.name])]
     return "\n".join(lines)
 
 
@@ -139,7 +149,7 @@ def train(
         runner, _ = checkpointer.restore(runner)
     start_update = int(runner.update_step)
     if not quiet:
-        print(run_summary(config, setup, run_dir, start_update), flush=True)
+        print(run_summary(config, setup, run_dir, start_update, runner.features), flush=True)
 
     logger = Logger(run_dir)
     try:
@@ -185,7 +195,7 @@ def _loop(
         metrics, new_update, streak = jax.device_get(
             (metrics, runner.update_step, runner.nonfinite_streak)
         )
-        scalars = chunk_scalars(metrics, setup.curriculum is not None)
+        scalars = chunk_scalars(metrics)
         chunk_s = time.perf_counter() - t_chunk
         new_update, streak = int(new_update), int(streak)
         steps = (new_update - update) * batch

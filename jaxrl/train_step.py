@@ -1,8 +1,12 @@
-"""The compiled training step: ``updates_per_chunk`` x (rollout -> GAE -> PPO epochs).
+"""The compiled training step: ``updates_per_chunk`` x (plan -> rollout -> GAE -> PPO -> features).
 
 ``make_train_step(setup)`` returns one ``jax.jit``-compiled function
-``RunnerState -> (RunnerState, ChunkMetrics)`` that donates its input. It compiles once
-per run; the host only sees the scalar metrics between chunks.
+``RunnerState -> (RunnerState, {tag: scalar})`` that donates its input. It compiles once
+per run; the host only sees the reduced scalar metrics between chunks.
+
+The features of the run (:mod:`jaxrl.features`: curriculum, self-play, evaluation lanes)
+are folded in generically: each edits the plan before the rollout, updates its own state
+after the PPO update and declares its metrics; the train step knows none of them by name.
 """
 
 from __future__ import annotations
@@ -11,53 +15,80 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxrl.curriculum import CurriculumState, advance, stage_params, window_mean
+from jaxrl.acting import value_of
+from jaxrl.features import UpdateResult, masked_sums
 from jaxrl.gae import bootstrap_values, gae
 from jaxrl.losses import Minibatch
+from jaxrl.match import MatchPlan, idle_plan, start_matches
+from jaxrl.metrics import MetricSpec, Scalar, mean_of, reduce_chunk
 from jaxrl.normalize import normalize
 from jaxrl.ppo import OptState, update_epochs
-from jaxrl.rollout import RolloutCarry, reset_actors, rollout, value_of
+from jaxrl.rollout import rollout
 from jaxrl.setup import Setup, current_learning_rate, init_params
-from jaxrl.types import ChunkMetrics, LossMetrics, RunnerState, RunningStats, UpdateMetrics
+from jaxrl.types import RunnerState, RunningStats
+
+LOSS_TAGS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+def core_metric_specs(outcome_names: tuple[str, ...]) -> tuple[MetricSpec, ...]:
+    """The PPO core's metrics: losses, optimiser figures, training episodes."""
+    return (
+        *(MetricSpec(f"train/{name}") for name in LOSS_TAGS),
+        MetricSpec("train/explained_variance"),
+        MetricSpec("train/grad_norm"),
+        MetricSpec("train/learning_rate"),
+        MetricSpec("train/nonfinite_updates", "sum"),
+        MetricSpec("train/updates", "sum"),
+        MetricSpec("rollout/episode_return"),
+        MetricSpec("rollout/episode_length"),
+        MetricSpec("rollout/episodes", "sum"),
+        *(MetricSpec(f"rollout/outcome/{name}") for name in outcome_names),
+    )
+
+
+def metric_specs(setup: Setup) -> tuple[MetricSpec, ...]:
+    """Every metric a chunk returns: the core's, then each feature's declarations."""
+    specs = core_metric_specs(setup.outcome_names)
+    for feature in setup.features:
+        specs += feature.metric_specs()
+    return specs
+
+
+def make_plan(setup: Setup, feature_states: dict) -> MatchPlan:
+    """The plan of the next rollout: the run's env params, edited by each feature in turn."""
+    plan = idle_plan(setup.layout, setup.env_params)
+    for feature in setup.features:
+        plan = feature.plan(feature_states[feature.name], plan)
+    return plan
 
 
 def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
-    """Fresh params, optimizer state and env instances for a run seeded by ``key``."""
+    """Fresh params, optimizer state, features and env instances for a run seeded by ``key``."""
     key_params, key_reset, key_runner = jax.random.split(key, 3)
     del key
     params = init_params(setup, key_params)
-    fresh = reset_actors(
-        setup,
-        setup.env_params,
-        key_reset,
-        setup.config.env.num_envs,
-        RunningStats.create(setup.obs_shape),
-    )
+    obs_stats = RunningStats.create(setup.obs_shape)
+    features = {f.name: f.init(params, obs_stats) for f in setup.features}
+    plan = make_plan(setup, features)
     return RunnerState(
         params=params,
         opt_state=setup.optimizer.init(params),
-        env_state=fresh.env_state,
-        obs=fresh.obs,
-        is_first=fresh.is_first,
-        hidden=fresh.hidden,
-        obs_stats=fresh.obs_stats,
+        match=start_matches(setup.match, setup.network.initial_hidden, plan, key_reset),
+        obs_stats=obs_stats,
         key=key_runner,
         update_step=jnp.zeros((), jnp.int32),
         nonfinite_streak=jnp.zeros((), jnp.int32),
         nonfinite_total=jnp.zeros((), jnp.int32),
-        curriculum=CurriculumState.create(
-            int(setup.curriculum.window.max()) if setup.curriculum is not None else 1
-        ),
+        features=features,
     )
 
 
-def reset_envs(setup: Setup, runner: RunnerState, env_params, key: jax.Array) -> RunnerState:
-    """Start a new episode in every env (after a curriculum promotion)."""
-    fresh = reset_actors(setup, env_params, key, setup.config.env.num_envs, runner.obs_stats)
-    return runner.replace(
-        env_state=fresh.env_state, obs=fresh.obs, is_first=fresh.is_first, hidden=fresh.hidden
-    )
+def restart_matches(setup: Setup, runner: RunnerState, key: jax.Array) -> RunnerState:
+    """Every env starts a new episode under the plan of ``runner``'s feature states."""
+    plan = make_plan(setup, runner.features)
+    return runner.replace(match=start_matches(setup.match, setup.network.initial_hidden, plan, key))
 
 
 def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
@@ -69,7 +100,7 @@ def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
 def make_sequences(setup: Setup, data: Minibatch, start_hidden) -> Minibatch:
     """Cut ``[T, B, ...]`` rollout data into ``N = B * T / L`` sequences ``[L, N, ...]``.
 
-    Sequence ``c * B + b`` is env ``b``'s steps ``c*L .. c*L + L - 1``; its hidden state is
+    Sequence ``c * B + b`` is actor ``b``'s steps ``c*L .. c*L + L - 1``; its hidden state is
     ``start_hidden[c, b]`` (``start_hidden`` is ``[C, B, ...]``, or ``()`` without a core).
     Without a core ``L = 1``: every step is its own sequence and minibatches shuffle steps.
     """
@@ -84,17 +115,6 @@ def make_sequences(setup: Setup, data: Minibatch, start_hidden) -> Minibatch:
     sequences = jax.tree.map(cut, data.replace(hidden=()))
     hidden = jax.tree.map(lambda h: h.reshape((-1,) + h.shape[2:]), start_hidden)
     return sequences.replace(hidden=hidden)
-
-
-def rollout_carry(runner: RunnerState) -> RolloutCarry:
-    """The part of the runner state the rollout advances."""
-    return RolloutCarry(
-        env_state=runner.env_state,
-        obs=runner.obs,
-        is_first=runner.is_first,
-        hidden=runner.hidden,
-        obs_stats=runner.obs_stats,
-    )
 
 
 def training_batch(
@@ -115,19 +135,20 @@ def training_batch(
     return make_sequences(setup, data, start_hidden)
 
 
-def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetrics]:
-    """One PPO update: a rollout of ``T`` steps on ``B`` envs, GAE, then the epochs."""
-    ppo = setup.config.ppo
+def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[str, Scalar]]:
+    """One PPO update: plan, a rollout of ``T`` steps on every env, GAE, the epochs, features."""
+    ppo, layout = setup.config.ppo, setup.layout
     key, key_rollout, key_epochs, key_reset = jax.random.split(runner.key, 4)
-    env_params = stage_params(setup.curriculum, setup.env_params, runner.curriculum.stage)
+    plan = make_plan(setup, runner.features)
 
-    carry, traj, start_hidden, sums = rollout(
-        setup, runner.params, env_params, rollout_carry(runner), key_rollout
-    )
+    match, out = rollout(setup, runner.params, runner.obs_stats, plan, runner.match, key_rollout)
+    traj = out.transitions
 
-    last_obs = normalize(carry.obs_stats, carry.obs, setup.config.env.normalize_obs)
+    rows = layout.num_envs * layout.actors_per_env
+    last_obs = normalize(out.obs_stats, match.obs[:rows], setup.config.env.normalize_obs)
+    last_hidden = jax.tree.map(lambda h: h[:rows], match.hidden)
     # is_first resets the core before the value: an episode that just began has no history.
-    last_value = value_of(setup, runner.params, carry.hidden, last_obs, carry.is_first)
+    last_value = value_of(setup.policy, runner.params, last_hidden, last_obs, match.is_first[:rows])
     next_values = bootstrap_values(traj.value, last_value, traj.final_value, traj.truncated)
     advantages, targets = gae(
         traj.reward,
@@ -138,153 +159,92 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetric
         ppo.gamma,
         ppo.gae_lambda,
     )
-    batch = training_batch(setup, traj, start_hidden, advantages, targets)
+    batch = training_batch(setup, traj, out.start_hidden, advantages, targets)
     learning_rate = current_learning_rate(runner.opt_state)
     opt, steps = update_epochs(
         setup, OptState(params=runner.params, opt_state=runner.opt_state), batch, key_epochs
     )
-
     nonfinite = steps.nonfinite.any()
+    update_step = runner.update_step + 1
+
+    result = UpdateResult(
+        params=opt.params,
+        obs_stats=out.obs_stats,
+        sums=out.sums,
+        slot_results=out.slot_results,
+        plan=plan,
+        update_step=update_step,
+    )
+    feature_states, feature_metrics, resets = {}, {}, []
+    for feature in setup.features:
+        state, output = feature.after_update(runner.features[feature.name], result)
+        feature_states[feature.name] = state
+        feature_metrics.update(output.metrics)
+        if feature.resets:
+            resets.append(output.reset)
+
     new_runner = runner.replace(
         params=opt.params,
         opt_state=opt.opt_state,
-        env_state=carry.env_state,
-        obs=carry.obs,
-        is_first=carry.is_first,
-        hidden=carry.hidden,
-        obs_stats=carry.obs_stats,
+        match=match,
+        obs_stats=out.obs_stats,
         key=key,
-        update_step=runner.update_step + 1,
+        update_step=update_step,
         nonfinite_streak=jnp.where(nonfinite, runner.nonfinite_streak + 1, 0),
         nonfinite_total=runner.nonfinite_total + nonfinite.astype(jnp.int32),
+        features=feature_states,
     )
-    promoted = jnp.zeros((), bool)
-    if setup.curriculum is not None:
-        # Episodes of active actors only (multi-agent envs have empty slots).
-        has_episodes = sums.episodes > 0
-        per_episode = jnp.maximum(sums.episodes, 1.0)
-        stage_metrics = {
-            "episode_return": (sums.return_sum / per_episode, has_episodes),
-            "episode_length": (sums.length_sum / per_episode, has_episodes),
-            **{
-                f"outcome/{name}": (total / per_episode, has_episodes)
-                for name, total in sums.outcome_sums.items()
-            },
-        }
-        curriculum, promoted = advance(setup.curriculum, runner.curriculum, stage_metrics)
-        new_runner = new_runner.replace(curriculum=curriculum)
-        # A new stage starts every env afresh with the stage's params.
-        new_params = stage_params(setup.curriculum, setup.env_params, curriculum.stage)
+    if resets:  # a feature asked for a fresh start (a curriculum promotion)
         new_runner = jax.lax.cond(
-            promoted,
-            lambda r: reset_envs(setup, r, new_params, key_reset),
+            jnp.any(jnp.stack(resets)),
+            lambda r: restart_matches(setup, r, key_reset),
             lambda r: r,
             new_runner,
         )
 
-    metrics = UpdateMetrics(
-        loss=jax.tree.map(jnp.mean, steps.loss),
-        grad_norm=steps.grad_norm.mean(),
-        learning_rate=jnp.asarray(learning_rate, jnp.float32),
-        explained_variance=explained_variance(traj.value, targets),
-        episode_return_sum=sums.return_sum,
-        episode_length_sum=sums.length_sum,
-        outcome_sums=sums.outcome_sums,
-        episodes=sums.episodes,
-        nonfinite=nonfinite,
-        promoted=promoted,
-        active=jnp.asarray(True),
-    )
+    train_envs = np.zeros(layout.total_envs, bool)
+    train_envs[: layout.num_envs] = True
+    sums = masked_sums(out.sums, jnp.asarray(train_envs))
+    metrics = {
+        **{f"train/{name}": Scalar.of(getattr(steps.loss, name).mean()) for name in LOSS_TAGS},
+        "train/explained_variance": Scalar.of(explained_variance(traj.value, targets)),
+        "train/grad_norm": Scalar.of(steps.grad_norm.mean()),
+        "train/learning_rate": Scalar.of(learning_rate),
+        "train/nonfinite_updates": Scalar.of(nonfinite),
+        "train/updates": Scalar.of(1.0),
+        "rollout/episode_return": mean_of(sums.return_sum, sums.episodes),
+        "rollout/episode_length": mean_of(sums.length_sum, sums.episodes),
+        "rollout/episodes": Scalar.of(sums.episodes),
+        **{
+            f"rollout/outcome/{name}": mean_of(total, sums.matches)
+            for name, total in sums.outcome_sums.items()
+        },
+        **feature_metrics,
+    }
     return new_runner, metrics
 
 
-def _idle_metrics(outcome_names: tuple[str, ...]) -> UpdateMetrics:
-    zero = jnp.zeros((), jnp.float32)
-    return UpdateMetrics(
-        loss=LossMetrics(
-            total_loss=zero,
-            policy_loss=zero,
-            value_loss=zero,
-            entropy=zero,
-            approx_kl=zero,
-            clip_fraction=zero,
-        ),
-        grad_norm=zero,
-        learning_rate=zero,
-        explained_variance=zero,
-        episode_return_sum=zero,
-        episode_length_sum=zero,
-        outcome_sums={name: zero for name in outcome_names},
-        episodes=zero,
-        nonfinite=jnp.asarray(False),
-        promoted=jnp.asarray(False),
-        active=jnp.asarray(False),
-    )
-
-
-def guarded_update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, UpdateMetrics]:
+def guarded_update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[str, Scalar]]:
     """:func:`update` while training is on; a no-op past the last update or a NaN streak."""
     train = setup.config.train
     active = jnp.logical_and(
         runner.update_step < setup.config.num_updates,
         runner.nonfinite_streak < train.max_nonfinite_updates,
     )
-    return jax.lax.cond(
-        active,
-        lambda r: update(setup, r),
-        lambda r: (r, _idle_metrics(setup.outcome_names)),
-        runner,
-    )
+    idle = {spec.tag: Scalar.of(0.0, 0.0) for spec in metric_specs(setup)}
+    return jax.lax.cond(active, lambda r: update(setup, r), lambda r: (r, idle), runner)
 
 
-def reduce_metrics(setup: Setup, runner: RunnerState, metrics: UpdateMetrics) -> ChunkMetrics:
-    """Reduce ``UpdateMetrics[K]`` of a chunk to scalars (means over the updates that ran).
-
-    Curriculum figures are read from ``runner``, the state at the end of the chunk.
-    """
-    active = metrics.active.astype(jnp.float32)
-    runs = active.sum()
-    mean = lambda x: jnp.where(runs > 0, (x * active).sum() / jnp.maximum(runs, 1.0), jnp.nan)  # noqa: E731
-    episodes = metrics.episodes.sum()
-    per_episode = lambda x: jnp.where(  # noqa: E731
-        episodes > 0, x.sum() / jnp.maximum(episodes, 1.0), jnp.nan
-    )
-    return ChunkMetrics(
-        policy_loss=mean(metrics.loss.policy_loss),
-        value_loss=mean(metrics.loss.value_loss),
-        entropy=mean(metrics.loss.entropy),
-        approx_kl=mean(metrics.loss.approx_kl),
-        clip_fraction=mean(metrics.loss.clip_fraction),
-        explained_variance=mean(metrics.explained_variance),
-        grad_norm=mean(metrics.grad_norm),
-        learning_rate=mean(metrics.learning_rate),
-        episode_return=per_episode(metrics.episode_return_sum),
-        episode_length=per_episode(metrics.episode_length_sum),
-        outcomes={name: per_episode(total) for name, total in metrics.outcome_sums.items()},
-        episodes=episodes,
-        nonfinite_updates=metrics.nonfinite.astype(jnp.int32).sum(),
-        updates=metrics.active.astype(jnp.int32).sum(),
-        curriculum_stage=runner.curriculum.stage,
-        curriculum_metric=(
-            window_mean(
-                runner.curriculum,
-                jnp.asarray(setup.curriculum.window)[runner.curriculum.stage],
-            )
-            if setup.curriculum is not None
-            else jnp.asarray(jnp.nan, jnp.float32)
-        ),
-        curriculum_promotions=metrics.promoted.astype(jnp.int32).sum(),
-    )
-
-
-def train_chunk(setup: Setup, runner: RunnerState) -> tuple[RunnerState, ChunkMetrics]:
+def train_chunk(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[str, jax.Array]]:
     """``chunk_updates`` guarded updates in one ``lax.scan``, metrics reduced in-graph."""
     runner, metrics = jax.lax.scan(
         lambda r, _: guarded_update(setup, r), runner, None, length=setup.config.chunk_updates
     )
-    return runner, reduce_metrics(setup, runner, metrics)
+    return runner, reduce_chunk(metric_specs(setup), metrics)
 
 
-def make_train_step(setup: Setup) -> Callable[[RunnerState], tuple[RunnerState, ChunkMetrics]]:
+def make_train_step(
+    setup: Setup,
+) -> Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array]]]:
     """The jitted chunk function; the runner state passed in is donated."""
     return jax.jit(lambda runner: train_chunk(setup, runner), donate_argnums=0)

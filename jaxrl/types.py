@@ -1,8 +1,10 @@
 """Pytrees carried through the compiled train step.
 
 All arrays of a rollout are time-major: ``[T, B, ...]`` with ``T = ppo.num_steps`` and
-``B = env.num_envs * num_agents`` actors (one per env for single-agent envs; one per
-agent slot of each env, sharing the policy, for multi-agent envs).
+``B = env.num_envs * A`` training actors: one per env for single-agent envs, one per agent
+slot of each env for multi-agent envs, one per slot of the learner's team for two-team envs
+(all sharing the policy). Per-env arrays are ``[N]`` over all stepped envs (training envs,
+then evaluation lanes).
 """
 
 from __future__ import annotations
@@ -30,26 +32,30 @@ class Transition(struct.PyTreeNode):
 
 
 class EpisodeSums(struct.PyTreeNode):
-    """Finished episodes of one rollout, summed in the rollout carry (active actors only).
+    """Finished episodes of one rollout, summed per env in the rollout carry.
 
-    Summing in the carry instead of stacking per-step statistics keeps the rollout's
-    per-step output to what training needs.
+    Returns and lengths count one episode per active learner actor; outcomes (an env's
+    ``info["episode_outcome"]``, e.g. soccer's win/draw/loss) count once per match, from the
+    learner team's side. Summing in the carry instead of stacking per-step statistics keeps
+    the rollout's per-step output to what training needs.
     """
 
-    episodes: jax.Array  # () float32, episodes that ended
-    return_sum: jax.Array  # () float32, their summed unscaled returns
-    length_sum: jax.Array  # () float32, their summed lengths in agent steps
-    outcome_sums: Any  # {name: () float32} their summed env-reported outcomes
+    episodes: jax.Array  # [N] float32, actor-episodes that ended (active actors)
+    return_sum: jax.Array  # [N] float32, their summed unscaled returns
+    length_sum: jax.Array  # [N] float32, their summed lengths in steps
+    matches: jax.Array  # [N] float32, env episodes (matches) that ended
+    outcome_sums: Any  # {name: [N] float32} their summed outcomes
 
     @classmethod
-    def zeros(cls, outcome_names: tuple[str, ...]) -> EpisodeSums:
+    def zeros(cls, num_envs: int, outcome_names: tuple[str, ...]) -> EpisodeSums:
         """No episodes yet."""
-        zero = jnp.zeros((), jnp.float32)
+        zero = lambda: jnp.zeros((num_envs,), jnp.float32)  # noqa: E731
         return cls(
-            episodes=zero,
-            return_sum=zero,
-            length_sum=zero,
-            outcome_sums={name: zero for name in outcome_names},
+            episodes=zero(),
+            return_sum=zero(),
+            length_sum=zero(),
+            matches=zero(),
+            outcome_sums={name: zero() for name in outcome_names},
         )
 
 
@@ -81,56 +87,15 @@ class LossMetrics(struct.PyTreeNode):
     clip_fraction: jax.Array  # () float32, fraction of samples with |ratio - 1| > clip_eps
 
 
-class UpdateMetrics(struct.PyTreeNode):
-    """Scalars from one update (rollout + epochs of minibatches), reduced in-graph."""
-
-    loss: LossMetrics  # means over epochs x minibatches
-    grad_norm: jax.Array  # () float32, mean global norm before clipping
-    learning_rate: jax.Array  # () float32, lr of the update's first minibatch step
-    explained_variance: jax.Array  # () float32, 1 - Var[returns - values] / Var[returns]
-    episode_return_sum: jax.Array  # () float32, summed returns of episodes finished
-    episode_length_sum: jax.Array  # () float32, summed lengths of episodes finished
-    outcome_sums: Any  # {name: () float32} summed env-reported outcomes of those episodes
-    episodes: jax.Array  # () float32, number of episodes finished
-    nonfinite: jax.Array  # () bool, a minibatch step had a non-finite loss or gradient
-    promoted: jax.Array  # () bool, the curriculum moved to the next stage after this update
-    active: jax.Array  # () bool, the update ran (false past the end of training)
-
-
-class ChunkMetrics(struct.PyTreeNode):
-    """What the host sees after a compiled chunk of updates: scalars only."""
-
-    policy_loss: jax.Array
-    value_loss: jax.Array
-    entropy: jax.Array
-    approx_kl: jax.Array
-    clip_fraction: jax.Array
-    explained_variance: jax.Array
-    grad_norm: jax.Array
-    learning_rate: jax.Array
-    episode_return: jax.Array  # mean over episodes finished in the chunk (nan if none)
-    episode_length: jax.Array  # mean over episodes finished in the chunk (nan if none)
-    outcomes: Any  # {name: mean over episodes finished in the chunk} (e.g. soccer win rate)
-    episodes: jax.Array  # episodes finished in the chunk
-    nonfinite_updates: jax.Array  # non-finite updates in the chunk
-    updates: jax.Array  # updates run in the chunk
-    curriculum_stage: jax.Array  # stage at the end of the chunk
-    curriculum_metric: jax.Array  # promotion-window mean at the end of the chunk
-    curriculum_promotions: jax.Array  # promotions during the chunk
-
-
 class RunnerState(struct.PyTreeNode):
     """Everything training carries from one update to the next; checkpointed whole."""
 
     params: Any  # flax params, float32
     opt_state: Any  # optax state, float32
-    env_state: Any  # [B] batched env state (wrapped)
-    obs: jax.Array  # [B, *obs_shape] float32, raw current observation of every actor
-    is_first: jax.Array  # [B] bool, obs starts an episode (previous step ended one)
-    hidden: Any  # recurrent carry for the B envs, float32 (() without a core)
+    match: Any  # MatchCarry: env states, observations, hidden states, sides, opponents
     obs_stats: RunningStats  # observation normaliser
     key: jax.Array  # typed PRNG key for the next update
     update_step: jax.Array  # () int32, updates done so far
     nonfinite_streak: jax.Array  # () int32, non-finite updates in a row
     nonfinite_total: jax.Array  # () int32, non-finite updates so far
-    curriculum: Any  # CurriculumState: stage, promotion window (stage 0 without stages)
+    features: Any  # {feature name: its state} (curriculum, selfplay, evaluation, ...)

@@ -76,7 +76,7 @@ def test_tiny_json_schema_and_figures(tiny):
     assert meta["jax_version"] == jax.__version__
     assert FAST_COMPILE in meta["xla_flags"]
     results = data["results"]
-    for section in throughput.SECTIONS:
+    for section in throughput.DEFAULT_SECTIONS:
         assert any(name.startswith(f"{section}/") for name in results), section
     for expected in (
         "env/CartPole-v1/n=64/sps",

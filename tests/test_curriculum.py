@@ -127,9 +127,7 @@ def test_window_mean_uses_only_recent_values_and_skips_missing():
     assert stages == [0, 0, 0, 0, 0, 0, 0, 1]
     state = CurriculumState.create(3)
     for v in (1.0, 2.0, 3.0, 4.0):
-        state, _ = advance(
-            _spec(), state, {"episode_return": (jnp.float32(v), jnp.asarray(True))}
-        )
+        state, _ = advance(_spec(), state, {"episode_return": (jnp.float32(v), jnp.asarray(True))})
     assert float(window_mean(state, jnp.asarray(3))) == pytest.approx(3.0)
     assert float(window_mean(state, jnp.asarray(2))) == pytest.approx(3.5)
 
@@ -174,13 +172,15 @@ def test_stage_switch_does_not_recompile_and_applies_params():
     stages, lengths = [], []
     for _ in range(3):
         runner, metrics = step(runner)
-        stages.append(int(metrics.curriculum_stage))
-        lengths.append(float(metrics.episode_length))
+        stages.append(int(metrics["curriculum/stage"]))
+        lengths.append(float(metrics["rollout/episode_length"]))
     # Stage 0 caps episodes at 20 steps; after promotion (update 3) the cap is 60.
     assert stages == [1, 1, 1]
-    assert int(runner.curriculum.stage) == 1
+    assert int(runner.features["curriculum"].stage) == 1
     assert lengths[0] <= 20.0
-    env_params = stage_params(setup.curriculum, setup.env_params, runner.curriculum.stage)
+    env_params = stage_params(
+        setup.curriculum, setup.env_params, runner.features["curriculum"].stage
+    )
     assert int(env_params.max_steps_in_episode) == 60
 
 
@@ -193,5 +193,5 @@ def test_curriculum_state_is_logged_checkpointed_and_resumed(tmp_path):
     restored, _ = Checkpointer(result.run_dir, create=False).restore(
         init_runner_state(setup, jax.random.key(0)), step=4
     )
-    assert int(restored.curriculum.stage) == 1
-    assert int(restored.curriculum.updates_in_stage) == 1
+    assert int(restored.features["curriculum"].stage) == 1
+    assert int(restored.features["curriculum"].updates_in_stage) == 1

@@ -66,7 +66,7 @@ def test_params_and_optimizer_state_are_float32(bf16_setup):
     assert _float_leaves(runner.params)
     for leaf in _float_leaves(runner.params) + _float_leaves(runner.opt_state):
         assert leaf.dtype == jnp.float32
-    for leaf in jax.tree.leaves(runner.hidden):
+    for leaf in jax.tree.leaves(runner.match.hidden):
         assert leaf.dtype == jnp.float32
 
 

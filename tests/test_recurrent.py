@@ -21,9 +21,9 @@ from jaxrl.setup import make_setup
 from jaxrl.train import train
 from jaxrl.train_step import (
     init_runner_state,
+    make_plan,
     make_sequences,
     make_train_step,
-    rollout_carry,
     training_batch,
 )
 
@@ -65,11 +65,10 @@ def _rollout_and_recompute(config):
 
     @jax.jit
     def go(runner):
-        carry = rollout_carry(runner)
-        _, traj, start_hidden, _ = rollout(
-            setup, runner.params, setup.env_params, carry, runner.key
-        )
-        seqs = training_batch(setup, traj, start_hidden, traj.reward, traj.reward)
+        plan = make_plan(setup, runner.features)
+        _, out = rollout(setup, runner.params, runner.obs_stats, plan, runner.match, runner.key)
+        traj = out.transitions
+        seqs = training_batch(setup, traj, out.start_hidden, traj.reward, traj.reward)
         _, policy_params, value = setup.network.apply(
             runner.params, seqs.hidden, seqs.obs, seqs.is_first
         )
@@ -161,12 +160,12 @@ def test_recurrent_step_compiles_once_and_resumes_bit_exactly(tmp_path):
         shutil.rmtree(partial / "checkpoints" / step)
     resumed = train(run_dir=partial, resume=True, quiet=True)
     assert _equal(resumed.runner.params, full.runner.params)
-    assert _equal(resumed.runner.hidden, full.runner.hidden)
+    assert _equal(resumed.runner.match.hidden, full.runner.match.hidden)
     setup = make_setup(config)
     restored, _ = Checkpointer(partial, create=False).restore(
         init_runner_state(setup, jax.random.key(0))
     )
-    assert _equal(restored.hidden, full.runner.hidden)
+    assert _equal(restored.match.hidden, full.runner.match.hidden)
     # One executable for the whole run.
     step = make_train_step(setup)
     runner = init_runner_state(setup, jax.random.key(0))

@@ -51,6 +51,7 @@ def tiny_config():
 def test_train_step_compiles_once(tiny_config):
     setup = make_setup(tiny_config)
     runner = init_runner_state(setup, jax.random.key(0))
+
     def chunk(runner):
         return train_chunk(setup, runner)
 
@@ -64,7 +65,7 @@ def test_train_step_compiles_once(tiny_config):
     for _ in range(3):
         runner, metrics = step(runner)
     assert step._cache_size() == 1
-    assert int(metrics.updates) == 8
+    assert int(metrics["train/updates"]) == 8
 
 
 def test_chunk_past_the_end_is_idle(tiny_config):
@@ -75,7 +76,7 @@ def test_chunk_past_the_end_is_idle(tiny_config):
         runner, _ = step(runner)
     params = jax.device_get(runner.params)
     runner, metrics = step(runner)
-    assert int(metrics.updates) == 0
+    assert int(metrics["train/updates"]) == 0
     assert int(runner.update_step) == tiny_config.num_updates
     assert _leaves_equal(params, runner.params)
 
@@ -85,7 +86,7 @@ def test_runner_state_dtypes(tiny_config):
     runner = jax.eval_shape(lambda k: init_runner_state(setup, k), jax.random.key(0))
     for leaf in jax.tree.leaves(runner.params):
         assert leaf.dtype == jnp.float32
-    assert runner.obs.shape == (4, 4)
+    assert runner.match.obs.shape == (4, 4)
     assert runner.update_step.dtype == jnp.int32
 
 

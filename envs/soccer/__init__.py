@@ -1,7 +1,10 @@
-"""Top-down 2-D car soccer in pure JAX: the env, its physics, the scripted RulePolicy, rendering.
+"""Top-down 2-D car soccer in pure JAX: the env, its physics, the scripted policies, rendering.
 
-``Soccer`` follows the gymnax 1.0 contract with multi-agent arrays (learner = blue team,
-3 car slots); see :mod:`envs.soccer.env` for the observation, action, reward and info layout.
+``Soccer`` is a symmetric two-team game under the gymnax 1.0 contract with multi-agent arrays:
+the caller drives all 6 car slots (blue 0..2, orange 3..5) and gets one observation row and
+one reward per slot; see :mod:`envs.soccer.env` for the layout. The scripted policies
+(:func:`rule_policy`, :func:`random_policy`, :func:`idle_policy`, combined and weakened by
+:func:`scripted_team_actions`) read only one team's own observation rows.
 """
 
 from envs.soccer.env import (
@@ -16,12 +19,19 @@ from envs.soccer.env import (
     Soccer,
     load_reward_weights,
     observe,
-    opponent_actions,
-    rollout_states,
-    scripted_rollout,
+    observe_teams,
 )
 from envs.soccer.physics import MAX_PER_TEAM, NUM_ACTIONS, PhysicsParams
-from envs.soccer.rule_policy import rule_policy_actions
+from envs.soccer.rule_policy import (
+    ScriptedTrace,
+    idle_policy,
+    random_policy,
+    rollout_states,
+    rule_policy,
+    scripted_rollout,
+    scripted_team_actions,
+    team_view_from_obs,
+)
 
 __all__ = [
     "IDLE",
@@ -35,11 +45,16 @@ __all__ = [
     "EnvState",
     "PhysicsParams",
     "RewardWeights",
+    "ScriptedTrace",
     "Soccer",
+    "idle_policy",
     "load_reward_weights",
     "observe",
-    "opponent_actions",
+    "observe_teams",
+    "random_policy",
     "rollout_states",
-    "rule_policy_actions",
+    "rule_policy",
     "scripted_rollout",
+    "scripted_team_actions",
+    "team_view_from_obs",
 ]

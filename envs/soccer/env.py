@@ -1,16 +1,25 @@
-"""Top-down 2-D car soccer, 1v1 up to 3v3, as a gymnax 1.0 environment in pure JAX.
+"""Top-down 2-D car soccer, 1v1 up to 3v3, as a symmetric two-team gymnax 1.0 environment.
 
-The learner controls the blue team (team 0) with one shared policy: every env step takes one
-action per blue car slot and returns one observation row and one reward per slot. The orange
-team (team 1) is driven inside ``step`` by :func:`opponent_actions` (idle, RulePolicy or
-random, weakened by ``opponent_skill``). Team sizes, opponent choice and reward weights are
-array leaves of :class:`EnvParams`, so a curriculum changes them with ``params.replace`` and
-nothing recompiles. Arrays are always sized for 3v3; inactive cars are parked off-field and
-masked out of physics, observations and rewards.
+Two-team contract: the caller drives both teams. Every env step takes one action per car slot
+and returns one observation row and one reward per slot, for all six slots: 0..2 are blue
+(team 0), 3..5 orange (team 1). Who drives which team (a learning policy, a frozen snapshot,
+the RulePolicy, a random policy) is the caller's choice, per env; ``step`` runs no policy. The
+scripted policies live in :mod:`envs.soccer.rule_policy` and read nothing but a team's own
+observation rows, so a caller drives either side with them (``scripted_team_actions``), and
+``EnvParams.opponent_kind``/``opponent_skill`` name the scripted policy a caller puts on the
+team it does not control. Team sizes, team-size sampling, the scripted opponent and reward
+weights are array leaves of :class:`EnvParams`, so a curriculum changes them with
+``params.replace`` and nothing recompiles. Arrays are always sized for 3v3; inactive cars are
+parked off-field and masked out of physics, observations and rewards.
 
-Observation, float32 [3, OBS_DIM=65], one egocentric row per blue slot (zeros for inactive
-slots). "Team frame" is the world rotated so the car's team attacks +y (identity for blue, 180
-degrees for orange); "car frame" is the team frame rotated into the car's (forward, left) axes.
+The game is symmetric: each team sees, and is rewarded for, the world rotated so that it
+attacks +y (orange's view is blue's view of the world rotated by 180 degrees with the teams
+swapped). In mirrored situations both teams get identical observations, rewards and outcomes.
+
+Observation, float32 [6, OBS_DIM=65]: row ``3 * team + i`` is ``observe(state, params,
+team)[i]``, the egocentric row of slot i of that team (zeros for inactive slots). "Team frame"
+is the world rotated so the car's team attacks +y (identity for blue, 180 degrees for orange);
+"car frame" is the team frame rotated into the car's (forward, left) axes.
 
     idx    size  feature (normalisation)
     0:2    2     own position, team frame (x / HALF_WIDTH, y / HALF_LENGTH)
@@ -25,39 +34,43 @@ degrees for orange); "car frame" is the team frame rotated into the car's (forwa
     16:18  2     opponent goal centre relative to the car, car frame (/ HALF_LENGTH)
     18:20  2     own goal centre relative to the car, car frame (/ HALF_LENGTH)
     20:38  2x9   teammates (the other two own slots, in slot order), then
-    38:65  3x9   opponents (slots 0, 1, 2); each block of 9:
+    38:65  3x9   opponents (their slots 0, 1, 2); each block of 9:
                    active flag; relative position, car frame (/ HALF_LENGTH, 2);
                    relative velocity, car frame (/ CAR_SPEED_SCALE, 2);
                    position, team frame (x / HALF_WIDTH, y / HALF_LENGTH, 2);
                    heading (cos, sin), team frame (2). All zero when inactive.
 
-Action, int32 [3] (``action_space`` is ``Discrete(18)`` per car; the env expects shape [3]):
+Action, int32 [6] (``action_space`` is ``Discrete(18)`` per car; the env expects shape [6]):
 ``a = (throttle + 1) * 6 + (steer + 1) * 2 + boost``, throttle in {-1, 0, 1} (reverse, coast,
-forward), steer in {-1, 0, 1} (+1 = right/clockwise), boost in {0, 1}; 8 is the no-op.
-Actions of inactive slots are ignored.
+forward), steer in {-1, 0, 1} (+1 = right/clockwise, in the car's own frame, so the same for
+both teams), boost in {0, 1}; 8 is the no-op. Actions of inactive slots are ignored.
 
-Reward, float32 [3]: the weighted terms of :class:`RewardWeights` per blue slot, blended with
-the team mean by ``team_spirit``; 0 for inactive slots.
+Reward, float32 [6]: per slot, the weighted terms of :class:`RewardWeights` computed from its
+own team's side (its goals scored and conceded, its potential and ball-velocity terms toward
+the goal it attacks), blended with its team's mean by ``team_spirit``; 0 for inactive slots.
 
 Termination: a goal when ``goal_ends_episode``; otherwise a goal resets to kickoff and play
 continues. Truncation: ``time >= max_steps_in_episode`` (the match clock).
 
 Info (same keys and shapes every step):
-    agent_mask    bool [3]     active blue slots (the cars that acted this step)
-    goal_blue     float32 ()   1 if blue scored this step
-    goal_orange   float32 ()   1 if orange scored this step
-    score_blue    float32 ()   blue goals so far this episode, this step included
-    score_orange  float32 ()   orange goals so far this episode, this step included
-    ball_touch    float32 [3]  1 if that blue car touched the ball this step
-    reward_terms  dict name -> float32 [3], each weighted term (before team_spirit)
+    agent_mask       bool [6]     active slots (the cars that acted this step)
+    goal_blue        float32 ()   1 if blue scored this step
+    goal_orange      float32 ()   1 if orange scored this step
+    score_blue       float32 ()   blue goals so far this episode, this step included
+    score_orange     float32 ()   orange goals so far this episode, this step included
+    ball_touch       float32 [6]  1 if that car touched the ball this step
+    reward_terms     dict name -> float32 [6], each weighted term (before team_spirit)
+    episode_outcome  dict win, draw, loss, goals_for, goals_against -> float32 [6]: the match
+                     so far from each slot's own team's side (orange's win is blue's loss);
+                     read where the episode ends
   plus ``terminated``, ``truncated`` and ``final_observation`` from the gymnax base class.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
+import types
 from pathlib import Path
 from typing import Any
 
@@ -75,21 +88,23 @@ from envs.soccer.physics import (
     MAX_PER_TEAM,
     NOOP_ACTION,
     NUM_ACTIONS,
+    NUM_CARS,
     Bodies,
     PhysicsParams,
     StepEvents,
+    array_field,
     cast_python_scalars,
 )
-from envs.soccer.rule_policy import rule_policy_actions
 
 CAR_SPEED_SCALE = 2.3  # velocity normalisers for observations (top car / ball speeds)
 BALL_SPEED_SCALE = 6.0
 OTHER_FEATURES = 9
 OBS_DIM = 20 + (MAX_PER_TEAM - 1) * OTHER_FEATURES + MAX_PER_TEAM * OTHER_FEATURES  # 65
 
-# Opponent (and scripted learner) kinds, values of ``EnvParams.opponent_kind``.
+# Scripted policy kinds (``EnvParams.opponent_kind``, ``rule_policy.scripted_team_actions``).
 IDLE, RULE, RANDOM = 0, 1, 2
 NUM_SCRIPTED_KINDS = 3
+NUM_TEAMS = 2
 
 DEFAULT_REWARD_PATH = Path(__file__).resolve().parents[2] / "configs" / "rewards" / "soccer.yaml"
 
@@ -98,6 +113,9 @@ _TEAMMATES = np.array([[j for j in range(MAX_PER_TEAM) if j != i] for i in range
 _POS_SCALE = np.array([HALF_WIDTH, HALF_LENGTH], np.float32)
 _OPP_GOAL = np.array([0.0, HALF_LENGTH], np.float32)  # team frame
 _OWN_GOAL = np.array([0.0, -HALF_LENGTH], np.float32)
+# World -> team frame is a multiplication by this sign (rotation by 0 or 180 degrees); negation
+# is exact in floating point, so mirrored situations give bit-identical team-frame rewards.
+_TEAM_SIGN = np.array([1.0, -1.0], np.float32)  # [2]
 
 REWARD_TERMS = (
     "goal_scored",
@@ -114,11 +132,12 @@ REWARD_TERMS = (
 class RewardWeights(struct.PyTreeNode):
     """Reward weights (all array leaves). Defaults equal ``configs/rewards/soccer.yaml``.
 
-    Each term is ``weight * feature`` per blue car; signs live in the weights.
+    Each term is ``weight * feature`` per car, the feature taken from the car's own team's side
+    (both teams use the same weights); signs live in the weights.
     """
 
-    goal_scored: jax.Array = np.float32(10.0)  # x 1 when blue scores
-    goal_conceded: jax.Array = np.float32(-10.0)  # x 1 when orange scores
+    goal_scored: jax.Array = np.float32(10.0)  # x 1 when the car's team scores
+    goal_conceded: jax.Array = np.float32(-10.0)  # x 1 when the other team scores
     touch: jax.Array = np.float32(0.5)  # x 1 when this car touched the ball this step
     vel_to_ball: jax.Array = np.float32(0.01)  # x car velocity toward the ball / 2.3, [-1, 1]
     vel_ball_to_goal: jax.Array = np.float32(0.05)  # x ball vel toward opp. goal / 6, [-1, 1]
@@ -135,13 +154,22 @@ class RewardWeights(struct.PyTreeNode):
 
 
 class EnvParams(struct.PyTreeNode):
-    """Everything an episode is conditioned on; every field is an array leaf (no retrace)."""
+    """Everything an episode is conditioned on; every field is an array leaf (no retrace).
+
+    ``opponent_kind`` and ``opponent_skill`` are not read by ``step`` (the caller drives both
+    teams): they name the scripted policy (``rule_policy.scripted_team_actions``) that a caller
+    puts on the team it does not control, e.g. the trainer, ``scripted_rollout`` (orange) and
+    rendering. Python lists given for ``team_size_weights`` become float32 [3] arrays.
+    """
 
     max_steps_in_episode: jax.Array = np.int32(900)  # () match clock in env steps (60 s)
-    blue_size: jax.Array = np.int32(1)  # () active learner cars, 1..3 (0 allowed: empty team)
-    orange_size: jax.Array = np.int32(1)  # () active opponent cars, 0..3
-    opponent_kind: jax.Array = np.int32(RULE)  # () 0 idle, 1 RulePolicy, 2 uniform random
-    opponent_skill: jax.Array = np.float32(1.0)  # () per car and step, p(random action) = 1 - skill
+    blue_size: jax.Array = np.int32(1)  # () active blue cars, 0..3 (without team_size_weights)
+    orange_size: jax.Array = np.int32(1)  # () active orange cars, 0..3 (likewise)
+    # [3] p(n v n) for n = 1, 2, 3, up to scale, drawn at every reset; all zero (the default):
+    # blue_size and orange_size apply instead.
+    team_size_weights: jax.Array = array_field([0.0, 0.0, 0.0], np.float32)
+    opponent_kind: jax.Array = np.int32(RULE)  # () scripted opponent: 0 idle, 1 Rule, 2 random
+    opponent_skill: jax.Array = np.float32(1.0)  # () its p(random action) per car = 1 - skill
     goal_ends_episode: jax.Array = np.bool_(False)  # () a goal terminates (else: kickoff)
     reward: RewardWeights = struct.field(default_factory=RewardWeights)
     physics: PhysicsParams = struct.field(default_factory=PhysicsParams)
@@ -156,7 +184,7 @@ class EnvState(struct.PyTreeNode):
 
     time: jax.Array  # () int32, env steps since the episode started
     bodies: Bodies  # cars [6] and ball
-    car_active: jax.Array  # [6] bool, fixed at reset from the team sizes
+    car_active: jax.Array  # [6] bool, fixed at reset from the (drawn) team sizes
     score: jax.Array  # [2] int32, goals of (blue, orange) this episode
 
 
@@ -193,156 +221,181 @@ def load_reward_weights(path: str | Path = DEFAULT_REWARD_PATH) -> RewardWeights
 # ----------------------------------------------------------------------------- observations
 
 
+class TeamFrames(struct.PyTreeNode):
+    """Both teams' views of the world, each in its own team frame; leading axis [2] = team.
+
+    Like ``physics.TeamView``, but headings are unit vectors (cos, sin): the orange frame is
+    the world negated, so its vectors are exact negations of blue's and need no trigonometry.
+    """
+
+    own_pos: jax.Array  # [2, 3, 2]
+    own_vel: jax.Array  # [2, 3, 2]
+    own_dir: jax.Array  # [2, 3, 2] heading (cos, sin)
+    own_boost: jax.Array  # [2, 3]
+    own_active: jax.Array  # [2, 3] bool
+    opp_pos: jax.Array  # [2, 3, 2]
+    opp_vel: jax.Array  # [2, 3, 2]
+    opp_dir: jax.Array  # [2, 3, 2]
+    opp_active: jax.Array  # [2, 3] bool
+    ball_pos: jax.Array  # [2, 2]
+    ball_vel: jax.Array  # [2, 2]
+
+
+def team_frames(bodies: Bodies, active: jax.Array) -> TeamFrames:
+    """Both teams' frames: blue's is the world, orange's the world rotated by 180 degrees."""
+    car_dir = physics.unit(bodies.car_heading)  # [6, 2]
+    # A fusion barrier: the observation is one big elementwise fusion over [6, OBS_DIM], and
+    # without it XLA recomputes the trigonometry of the headings for every output entry
+    # (measured 2.7x slower env steps on an H200 with 65536 envs).
+    car_pos, car_vel, car_dir = jax.lax.optimization_barrier(
+        (bodies.car_pos, bodies.car_vel, car_dir)
+    )
+    sign = jnp.asarray(_TEAM_SIGN)
+
+    def split(x, flip):  # [6, ...] -> (own [2, 3, ...], opponents [2, 3, ...])
+        blue, orange = x[:MAX_PER_TEAM], x[MAX_PER_TEAM:]
+        if flip:  # vectors: orange sees them negated
+            return jnp.stack([blue, -orange]), jnp.stack([orange, -blue])
+        return jnp.stack([blue, orange]), jnp.stack([orange, blue])
+
+    own_pos, opp_pos = split(car_pos, flip=True)
+    own_vel, opp_vel = split(car_vel, flip=True)
+    own_dir, opp_dir = split(car_dir, flip=True)
+    own_boost, _ = split(bodies.car_boost, flip=False)
+    own_active, opp_active = split(active, flip=False)
+    return TeamFrames(
+        own_pos=own_pos,
+        own_vel=own_vel,
+        own_dir=own_dir,
+        own_boost=own_boost,
+        own_active=own_active,
+        opp_pos=opp_pos,
+        opp_vel=opp_vel,
+        opp_dir=opp_dir,
+        opp_active=opp_active,
+        ball_pos=sign[:, None] * bodies.ball_pos,
+        ball_vel=sign[:, None] * bodies.ball_vel,
+    )
+
+
+def _local(vec: jax.Array, direction: jax.Array) -> jax.Array:
+    """Vectors [..., 2] in the (forward, left) frame of unit ``direction`` [..., 2]."""
+    c, s = direction[..., 0], direction[..., 1]
+    return jnp.stack([c * vec[..., 0] + s * vec[..., 1], -s * vec[..., 0] + c * vec[..., 1]], -1)
+
+
 def _other_features(
     self_pos: jax.Array,
     self_vel: jax.Array,
-    self_heading: jax.Array,
+    self_dir: jax.Array,
     pos: jax.Array,
     vel: jax.Array,
-    heading: jax.Array,
+    direction: jax.Array,
     active: jax.Array,
 ) -> jax.Array:
-    """Features of K other cars seen from each of 3 own cars.
+    """Features of K other cars seen from each of 3 own cars, for both teams.
 
     Args:
-      self_pos: [3, 2] own positions (team frame).
-      self_vel: [3, 2] own velocities.
-      self_heading: [3] own headings.
-      pos: [3, K, 2] positions of the K others, per own car.
-      vel: [3, K, 2] their velocities.
-      heading: [3, K] their headings.
-      active: [3, K] bool, whether each of them plays.
+      self_pos: [2, 3, 2] own positions (team frame).
+      self_vel: [2, 3, 2] own velocities.
+      self_dir: [2, 3, 2] own heading unit vectors.
+      pos: [2, 3, K, 2] positions of the K others, per own car.
+      vel: [2, 3, K, 2] their velocities.
+      direction: [2, 3, K, 2] their heading unit vectors.
+      active: [2, 3, K] bool, whether each of them plays.
 
     Returns:
-      float32 [3, K * 9].
+      float32 [2, 3, K * 9].
     """
-    rel_pos = physics.to_local(pos - self_pos[:, None], self_heading[:, None]) / HALF_LENGTH
-    rel_vel = physics.to_local(vel - self_vel[:, None], self_heading[:, None]) / CAR_SPEED_SCALE
+    own_dir = self_dir[:, :, None]
+    rel_pos = _local(pos - self_pos[:, :, None], own_dir) / HALF_LENGTH
+    rel_vel = _local(vel - self_vel[:, :, None], own_dir) / CAR_SPEED_SCALE
     feats = jnp.concatenate(
         [
-            jnp.ones_like(heading)[..., None],
+            jnp.ones_like(active, jnp.float32)[..., None],
             rel_pos,
             rel_vel,
             pos / _POS_SCALE,
-            physics.unit(heading),
+            direction,
         ],
         axis=-1,
-    )  # [3, K, 9]
+    )  # [2, 3, K, 9]
     feats = jnp.where(active[..., None], feats, 0.0)
-    return feats.reshape(feats.shape[0], -1)
+    return feats.reshape(*feats.shape[:2], -1)
 
 
-def observe(state: EnvState, params: EnvParams, team: int) -> jax.Array:
-    """Egocentric observations of one team's cars (layout in the module docstring).
+def _time_left(state: EnvState, params: EnvParams) -> jax.Array:
+    """Match time left () in [0, 1]."""
+    return jnp.clip(1.0 - state.time.astype(jnp.float32) / params.max_steps_in_episode, 0.0, 1.0)
 
-    Serves both teams: ``team`` 0 is blue, 1 is orange (a Python int); orange sees the world
-    rotated by 180 degrees so that it, too, attacks +y.
+
+def observe_teams(state: EnvState, params: EnvParams) -> jax.Array:
+    """Both teams' egocentric observations, float32 [6, OBS_DIM] (layout in the module docstring).
+
+    Rows 0..2 are blue's slots, 3..5 orange's; orange sees the world rotated by 180 degrees so
+    that it, too, attacks +y. Rows of inactive slots are zeros.
 
     Args:
       state: one env's state (no batch axis).
       params: its params (for the match clock).
-      team: 0 or 1.
 
     Returns:
-      float32 [3, OBS_DIM]; rows of inactive slots are zeros.
+      float32 [6, OBS_DIM].
     """
-    view = physics.team_view(state.bodies, state.car_active, team)
-    pos, vel, heading = view.own_pos, view.own_vel, view.own_heading  # [3, 2], [3, 2], [3]
-    time_left = jnp.clip(
-        1.0 - state.time.astype(jnp.float32) / params.max_steps_in_episode, 0.0, 1.0
-    )
-    ones = jnp.ones((MAX_PER_TEAM, 1), jnp.float32)
-
-    def local(vec):
-        return physics.to_local(vec, heading)
-
+    f = team_frames(state.bodies, state.car_active)
+    pos, vel, direction = f.own_pos, f.own_vel, f.own_dir  # [2, 3, 2] each
+    ones = jnp.ones((NUM_TEAMS, MAX_PER_TEAM, 1), jnp.float32)
+    ball_pos, ball_vel = f.ball_pos[:, None], f.ball_vel[:, None]  # [2, 1, 2]
     own = jnp.concatenate(
         [
             pos / _POS_SCALE,
             vel / CAR_SPEED_SCALE,
-            physics.unit(heading),
-            view.own_boost[:, None],
-            ones * time_left,
+            direction,
+            f.own_boost[..., None],
+            ones * _time_left(state, params),
         ],
         axis=-1,
-    )  # [3, 8]
+    )  # [2, 3, 8]
     ball = jnp.concatenate(
         [
-            ones * (view.ball_pos / _POS_SCALE),
-            ones * (view.ball_vel / BALL_SPEED_SCALE),
-            local(view.ball_pos - pos) / HALF_LENGTH,
-            local(view.ball_vel - vel) / BALL_SPEED_SCALE,
-            local(_OPP_GOAL - pos) / HALF_LENGTH,
-            local(_OWN_GOAL - pos) / HALF_LENGTH,
+            ones * (ball_pos / _POS_SCALE),
+            ones * (ball_vel / BALL_SPEED_SCALE),
+            _local(ball_pos - pos, direction) / HALF_LENGTH,
+            _local(ball_vel - vel, direction) / BALL_SPEED_SCALE,
+            _local(_OPP_GOAL - pos, direction) / HALF_LENGTH,
+            _local(_OWN_GOAL - pos, direction) / HALF_LENGTH,
         ],
         axis=-1,
-    )  # [3, 12]
+    )  # [2, 3, 12]
     mates = _other_features(
         pos,
         vel,
-        heading,
-        pos[_TEAMMATES],
-        vel[_TEAMMATES],
-        heading[_TEAMMATES],
-        view.own_active[_TEAMMATES],
-    )  # [3, 18]
+        direction,
+        pos[:, _TEAMMATES],
+        vel[:, _TEAMMATES],
+        direction[:, _TEAMMATES],
+        f.own_active[:, _TEAMMATES],
+    )  # [2, 3, 18]
+    others = (NUM_TEAMS, MAX_PER_TEAM, MAX_PER_TEAM)
     opps = _other_features(
         pos,
         vel,
-        heading,
-        jnp.broadcast_to(view.opp_pos, (MAX_PER_TEAM, MAX_PER_TEAM, 2)),
-        jnp.broadcast_to(view.opp_vel, (MAX_PER_TEAM, MAX_PER_TEAM, 2)),
-        jnp.broadcast_to(view.opp_heading, (MAX_PER_TEAM, MAX_PER_TEAM)),
-        jnp.broadcast_to(view.opp_active, (MAX_PER_TEAM, MAX_PER_TEAM)),
-    )  # [3, 27]
+        direction,
+        jnp.broadcast_to(f.opp_pos[:, None], (*others, 2)),
+        jnp.broadcast_to(f.opp_vel[:, None], (*others, 2)),
+        jnp.broadcast_to(f.opp_dir[:, None], (*others, 2)),
+        jnp.broadcast_to(f.opp_active[:, None], others),
+    )  # [2, 3, 27]
     obs = jnp.concatenate([own, ball, mates, opps], axis=-1)
-    return jnp.where(view.own_active[:, None], obs, 0.0).astype(jnp.float32)
+    obs = jnp.where(f.own_active[..., None], obs, 0.0).astype(jnp.float32)
+    return obs.reshape(NUM_CARS, OBS_DIM)
 
 
-# ----------------------------------------------------------------------------- opponents
-
-
-def scripted_actions(
-    key: jax.Array, state: EnvState, params: EnvParams, kind: jax.Array, team: int
-) -> jax.Array:
-    """int32 [3] actions of a scripted policy ``kind`` (IDLE, RULE, RANDOM) for ``team``.
-
-    ``kind`` is traced: under ``vmap`` with an unbatched ``kind`` only the chosen branch runs.
-    """
-    key_rule, key_random = jax.random.split(key)
-    del key
-    random_actions = jax.random.randint(key_random, (MAX_PER_TEAM,), 0, NUM_ACTIONS, jnp.int32)
-    branches = (
-        lambda: jnp.full((MAX_PER_TEAM,), NOOP_ACTION, jnp.int32),
-        lambda: rule_policy_actions(key_rule, state, params, team),
-        lambda: random_actions,
-    )
-    return jax.lax.switch(jnp.clip(kind, 0, NUM_SCRIPTED_KINDS - 1), branches)
-
-
-def opponent_actions(key: jax.Array, state: EnvState, params: EnvParams) -> jax.Array:
-    """The orange team's actions for this step: the one place opponents are chosen.
-
-    ``params.opponent_kind`` picks the policy (IDLE, RULE, RANDOM); each car then takes a
-    uniformly random action with probability ``1 - params.opponent_skill``. A self-play
-    opponent (a network whose params ride in ``EnvParams``) would be one more branch here,
-    fed ``observe(state, params, team=1)``.
-
-    Returns:
-      int32 [3], one action per orange slot (inactive slots are ignored by the physics).
-    """
-    key_policy, key_weaken = jax.random.split(key)
-    del key
-    actions = scripted_actions(key_policy, state, params, params.opponent_kind, team=1)
-    # One draw per car: u < 1 - skill replaces the action by floor(u / (1 - skill) * 18),
-    # which is uniform over the 18 actions given the replacement.
-    u = jax.random.uniform(key_weaken, (MAX_PER_TEAM,))
-    p_random = 1.0 - params.opponent_skill
-    weaken = u < p_random
-    random_actions = jnp.minimum(
-        (u / jnp.maximum(p_random, 1e-6) * NUM_ACTIONS).astype(jnp.int32), NUM_ACTIONS - 1
-    )
-    return jnp.where(weaken, random_actions, actions)
+def observe(state: EnvState, params: EnvParams, team: int) -> jax.Array:
+    """One team's rows of :func:`observe_teams`: float32 [3, OBS_DIM] (``team`` 0 or 1)."""
+    if team not in (0, 1):
+        raise ValueError(f"team must be 0 or 1, got {team!r}")
+    return observe_teams(state, params)[team * MAX_PER_TEAM : (team + 1) * MAX_PER_TEAM]
 
 
 # ----------------------------------------------------------------------------- rewards
@@ -353,44 +406,60 @@ def _normalize(v: jax.Array) -> jax.Array:
 
 
 def ball_goal_potential(ball_pos: jax.Array) -> jax.Array:
-    """Blue's potential phi () in [-1, 1]: +1 with the ball at the orange goal, -1 at its own."""
-    d_own = jnp.sqrt(jnp.sum((ball_pos - _OWN_GOAL) ** 2))
-    d_opp = jnp.sqrt(jnp.sum((ball_pos - _OPP_GOAL) ** 2))
+    """A team's potential phi [...] in [-1, 1] from the ball position [..., 2] in its frame.
+
+    +1 with the ball at the goal the team attacks, -1 at its own goal.
+    """
+    d_own = jnp.sqrt(jnp.sum((ball_pos - _OWN_GOAL) ** 2, axis=-1))
+    d_opp = jnp.sqrt(jnp.sum((ball_pos - _OPP_GOAL) ** 2, axis=-1))
     return (d_own - d_opp) / (2.0 * HALF_LENGTH)
 
 
 def reward_terms(
     prev: Bodies, bodies: Bodies, events: StepEvents, agent_mask: jax.Array, w: RewardWeights
 ) -> dict[str, jax.Array]:
-    """Weighted reward terms for the blue cars, each float32 [3], zero for inactive slots.
+    """Weighted reward terms of every car slot from its team's side, each float32 [6].
+
+    Team-level features (goals, the ball's velocity toward the goal the team attacks, its
+    potential) are computed in each team's frame (world times ``_TEAM_SIGN``), car-level ones
+    (touch, velocity toward the ball, boost) are frame-free. So orange's terms equal the terms
+    blue would get in the mirrored world (``physics.mirror_bodies`` with the goal events
+    swapped), bit for bit.
 
     Args:
       prev: bodies at the start of the step.
       bodies: bodies after the physics, before any kickoff reset (ball still in the net).
       events: what happened during the step.
-      agent_mask: [3] bool, active blue slots.
+      agent_mask: [6] bool, active slots.
       w: weights.
 
     Returns:
-      ``{name: float32 [3]}`` for every name in ``REWARD_TERMS``.
+      ``{name: float32 [6]}`` for every name in ``REWARD_TERMS``; zero for inactive slots.
     """
     dense = jnp.where(w.sparse, 0.0, 1.0)
-    ones = jnp.ones(MAX_PER_TEAM, jnp.float32)
-    car_pos, car_vel = bodies.car_pos[:MAX_PER_TEAM], bodies.car_vel[:MAX_PER_TEAM]
-    vel_to_ball = jnp.sum(car_vel * _normalize(bodies.ball_pos - car_pos), -1) / CAR_SPEED_SCALE
-    ball_to_goal = jnp.sum(bodies.ball_vel * _normalize(_OPP_GOAL - bodies.ball_pos))
-    potential = w.potential_gamma * ball_goal_potential(bodies.ball_pos) - ball_goal_potential(
-        prev.ball_pos
-    )
+    sign = jnp.asarray(_TEAM_SIGN)[:, None]  # [2, 1]
+    ball_pos, ball_vel = sign * bodies.ball_pos, sign * bodies.ball_vel  # [2, 2], team frames
+    vel_to_ball = (
+        jnp.sum(bodies.car_vel * _normalize(bodies.ball_pos - bodies.car_pos), -1) / CAR_SPEED_SCALE
+    )  # [6]
+    ball_to_goal = jnp.sum(ball_vel * _normalize(_OPP_GOAL - ball_pos), -1)  # [2]
+    potential = w.potential_gamma * ball_goal_potential(ball_pos) - ball_goal_potential(
+        sign * prev.ball_pos
+    )  # [2]
+    goal_for = jnp.stack([events.goal_blue, events.goal_orange])  # [2]
+
+    def per_car(team_values):  # [2] -> [6]
+        return jnp.repeat(team_values, MAX_PER_TEAM, total_repeat_length=NUM_CARS)
+
     terms = {
-        "goal_scored": w.goal_scored * events.goal_blue * ones,
-        "goal_conceded": w.goal_conceded * events.goal_orange * ones,
-        "touch": dense * w.touch * events.touch[:MAX_PER_TEAM],
+        "goal_scored": w.goal_scored * per_car(goal_for),
+        "goal_conceded": w.goal_conceded * per_car(goal_for[::-1]),
+        "touch": dense * w.touch * events.touch,
         "vel_to_ball": dense * w.vel_to_ball * vel_to_ball,
-        "vel_ball_to_goal": dense * w.vel_ball_to_goal * ball_to_goal / BALL_SPEED_SCALE * ones,
-        "ball_goal_potential": dense * w.ball_goal_potential * potential * ones,
-        "boost_use": dense * w.boost_use * events.boosting[:MAX_PER_TEAM],
-        "time": dense * w.time * ones,
+        "vel_ball_to_goal": dense * w.vel_ball_to_goal * per_car(ball_to_goal / BALL_SPEED_SCALE),
+        "ball_goal_potential": dense * w.ball_goal_potential * per_car(potential),
+        "boost_use": dense * w.boost_use * events.boosting,
+        "time": dense * w.time * jnp.ones(NUM_CARS, jnp.float32),
     }
     return {k: jnp.where(agent_mask, v, 0.0).astype(jnp.float32) for k, v in terms.items()}
 
@@ -398,24 +467,95 @@ def reward_terms(
 def blend_team_spirit(
     individual: jax.Array, agent_mask: jax.Array, team_spirit: jax.Array
 ) -> jax.Array:
-    """``(1 - ts) * own + ts * mean over active teammates``; float32 [3], 0 where inactive."""
-    count = jnp.maximum(jnp.sum(agent_mask), 1)
-    team_mean = jnp.sum(jnp.where(agent_mask, individual, 0.0)) / count
+    """``(1 - ts) * own + ts * mean over active teammates``, 0 where inactive.
+
+    Args:
+      individual: float32 [..., 3], one team's individual rewards on the last axis.
+      agent_mask: bool, like ``individual``.
+      team_spirit: ts, broadcastable.
+
+    Returns:
+      float32, shaped like ``individual``.
+    """
+    count = jnp.maximum(jnp.sum(agent_mask, axis=-1, keepdims=True), 1)
+    team_mean = jnp.sum(jnp.where(agent_mask, individual, 0.0), axis=-1, keepdims=True) / count
     blended = (1.0 - team_spirit) * individual + team_spirit * team_mean
     return jnp.where(agent_mask, blended, 0.0).astype(jnp.float32)
+
+
+def episode_outcome(score: jax.Array) -> dict[str, jax.Array]:
+    """The match result so far from each slot's team's side: ``{name: float32 [6]}``.
+
+    Args:
+      score: int32 [2], goals of (blue, orange).
+    """
+    goals_for = jnp.repeat(score, MAX_PER_TEAM, total_repeat_length=NUM_CARS)  # [6]
+    goals_against = jnp.repeat(score[::-1], MAX_PER_TEAM, total_repeat_length=NUM_CARS)
+    return {
+        "win": (goals_for > goals_against).astype(jnp.float32),
+        "draw": (goals_for == goals_against).astype(jnp.float32),
+        "loss": (goals_for < goals_against).astype(jnp.float32),
+        "goals_for": goals_for.astype(jnp.float32),
+        "goals_against": goals_against.astype(jnp.float32),
+    }
+
+
+def draw_team_active(u: jax.Array, params: EnvParams) -> jax.Array:
+    """[6] bool active slots for a new episode, from a uniform ``u`` () in [0, 1).
+
+    With ``params.team_size_weights`` summing to > 0, both teams get n cars, n in {1, 2, 3}
+    drawn with probabilities proportional to the weights; otherwise ``blue_size`` and
+    ``orange_size`` apply.
+    """
+    weights = jnp.maximum(jnp.asarray(params.team_size_weights, jnp.float32), 0.0)  # [3]
+    cumulative = jnp.cumsum(weights)
+    # Inverse CDF: n - 1 = how many of the first two cumulative weights are <= u * total. A
+    # zero weight gives an empty bin, and u < 1 keeps u * total strictly below the total.
+    x = u * cumulative[-1]
+    drawn = 1 + jnp.sum(cumulative[:-1] <= x).astype(jnp.int32)
+    use = cumulative[-1] > 0.0
+    blue = jnp.where(use, drawn, params.blue_size)
+    orange = jnp.where(use, drawn, params.orange_size)
+    return physics.team_active(blue, orange)
 
 
 # ----------------------------------------------------------------------------- env
 
 
 class Soccer(environment.Environment[EnvState, EnvParams]):
-    """Top-down car soccer; see the module docstring for obs, action, reward and info."""
+    """Top-down car soccer for two teams, both driven by the caller.
 
-    num_agents = MAX_PER_TEAM  # learner car slots per env (parameter sharing)
+    See the module docstring for the obs, action, reward and info layout: every per-agent
+    array has one entry per car slot, blue 0..2 then orange 3..5.
+    """
+
+    num_agents = NUM_CARS  # car slots per env: 0..2 blue (team 0), 3..5 orange (team 1)
+    num_teams = NUM_TEAMS
+    team_size = MAX_PER_TEAM  # slots per team; slot 3 * team + i is car i of that team
+    # The scripted policies a caller can put on a team (values of ``EnvParams.opponent_kind``).
+    scripted_kinds = types.MappingProxyType({"idle": IDLE, "rule": RULE, "random": RANDOM})
+
+    @staticmethod
+    def scripted_team_actions(
+        key: jax.Array, team_obs: jax.Array, kind: jax.Array, skill: jax.Array
+    ) -> jax.Array:
+        """``rule_policy.scripted_team_actions``: a scripted team's int32 [3] actions."""
+        # Imported here: the rule_policy module imports this one (its scripted play steps the
+        # env). ``envs.soccer.rule_policy`` is the policy function, so import from the module.
+        from envs.soccer.rule_policy import scripted_team_actions  # noqa: PLC0415
+
+        return scripted_team_actions(key, team_obs, kind, skill)
+
+    @staticmethod
+    def with_team_size(params: EnvParams, size: int) -> EnvParams:
+        """``params`` with ``size`` cars a side (team-size sampling off)."""
+        return params.replace(
+            blue_size=size, orange_size=size, team_size_weights=np.zeros(3, np.float32)
+        )
 
     @property
     def default_params(self) -> EnvParams:
-        """1v1 against the full-strength RulePolicy, 60 s matches, default reward weights."""
+        """1v1, 60 s matches, default reward weights (scripted opponent: full RulePolicy)."""
         return EnvParams()
 
     @property
@@ -436,44 +576,44 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
     def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
         """float32 [num_agents, OBS_DIM]; features are O(1) but not strictly bounded."""
         del params
-        return spaces.Box(-jnp.inf, jnp.inf, (MAX_PER_TEAM, OBS_DIM), jnp.float32)
+        return spaces.Box(-jnp.inf, jnp.inf, (NUM_CARS, OBS_DIM), jnp.float32)
 
     def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
-        """Kickoff with the team sizes of ``params``; returns ``(obs [3, OBS_DIM], state)``."""
-        active = physics.team_active(params.blue_size, params.orange_size)
+        """Kickoff with the (drawn) team sizes; returns ``(obs [6, OBS_DIM], state)``."""
+        # One draw for the team size and the kickoff: reset runs at every step (gymnax's
+        # auto-reset), and a key split would cost as much again.
+        u = jax.random.uniform(key, (physics.KICKOFF_UNIFORMS + 1,))
+        active = draw_team_active(u[-1], params)
         state = EnvState(
             time=jnp.zeros((), jnp.int32),
-            bodies=physics.kickoff(key, active, params.physics),
+            bodies=physics.kickoff_from_uniforms(u[:-1], active, params.physics),
             car_active=active,
             score=jnp.zeros(2, jnp.int32),
         )
-        return observe(state, params, team=0), state
+        return observe_teams(state, params), state
 
     def step_env(
         self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, dict[str, Any]]:
-        """One env step (``NUM_SUBSTEPS`` physics substeps) with blue ``action`` int32 [3]."""
-        key_opponent, key_kickoff = jax.random.split(key)
-        del key
-        blue_actions = jnp.where(
-            state.car_active[:MAX_PER_TEAM], jnp.asarray(action, jnp.int32), NOOP_ACTION
-        )
-        orange_actions = opponent_actions(key_opponent, state, params)
-        controls = physics.decode_actions(jnp.concatenate([blue_actions, orange_actions]))
-        bodies, events = physics.step_physics(
-            state.bodies, controls, state.car_active, params.physics
-        )
+        """One env step (``NUM_SUBSTEPS`` physics substeps) with ``action`` int32 [6]."""
+        agent_mask = state.car_active
+        actions = jnp.where(agent_mask, jnp.asarray(action, jnp.int32), NOOP_ACTION)
+        controls = physics.decode_actions(actions)
+        bodies, events = physics.step_physics(state.bodies, controls, agent_mask, params.physics)
 
-        agent_mask = state.car_active[:MAX_PER_TEAM]
         terms = reward_terms(state.bodies, bodies, events, agent_mask, params.reward)
         individual = sum(terms.values())
-        reward = blend_team_spirit(individual, agent_mask, params.reward.team_spirit)
+        reward = blend_team_spirit(
+            individual.reshape(NUM_TEAMS, MAX_PER_TEAM),
+            agent_mask.reshape(NUM_TEAMS, MAX_PER_TEAM),
+            params.reward.team_spirit,
+        ).reshape(NUM_CARS)
 
         scored = events.goal_blue | events.goal_orange
         score = state.score + jnp.stack([events.goal_blue, events.goal_orange]).astype(jnp.int32)
         terminated = scored & params.goal_ends_episode
         restart = scored & ~params.goal_ends_episode
-        kickoff = physics.kickoff(key_kickoff, state.car_active, params.physics)
+        kickoff = physics.kickoff(key, state.car_active, params.physics)
         bodies = jax.tree.map(lambda k, b: jnp.where(restart, k, b), kickoff, bodies)
 
         state = state.replace(time=state.time + 1, bodies=bodies, score=score)
@@ -483,153 +623,20 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
             "goal_orange": events.goal_orange.astype(jnp.float32),
             "score_blue": score[0].astype(jnp.float32),
             "score_orange": score[1].astype(jnp.float32),
-            "ball_touch": jnp.where(agent_mask, events.touch[:MAX_PER_TEAM], False).astype(
-                jnp.float32
-            ),
+            "ball_touch": jnp.where(agent_mask, events.touch, False).astype(jnp.float32),
             "reward_terms": terms,
             # Valid where the episode ends (the trainer reads them only there): the match
-            # result from blue's side, for logs and curriculum promotion.
-            "episode_outcome": {
-                "win": (score[0] > score[1]).astype(jnp.float32),
-                "draw": (score[0] == score[1]).astype(jnp.float32),
-                "loss": (score[0] < score[1]).astype(jnp.float32),
-                "goals_for": score[0].astype(jnp.float32),
-                "goals_against": score[1].astype(jnp.float32),
-            },
+            # result from each slot's side, for logs and curriculum promotion.
+            "episode_outcome": episode_outcome(score),
         }
-        return observe(state, params, team=0), state, reward, terminated, info
+        return observe_teams(state, params), state, reward, terminated, info
 
     def get_obs(self, state: EnvState, params: EnvParams | None = None, key=None) -> jax.Array:
-        """Blue observations float32 [3, OBS_DIM] (gymnax legacy hook)."""
+        """Both teams' observations float32 [6, OBS_DIM] (gymnax legacy hook)."""
         del key
-        return observe(state, self.default_params if params is None else params, team=0)
+        return observe_teams(state, self.default_params if params is None else params)
 
     def is_terminated(self, state: EnvState, params: EnvParams) -> jax.Array:
         """Goals terminate through the transition (``step_env``), never from a state alone."""
         del state, params
         return jnp.zeros((), bool)
-
-
-# ----------------------------------------------------------------------------- scripted play
-
-
-class ScriptedTrace(struct.PyTreeNode):
-    """Per-step record of :func:`scripted_rollout`; every leaf is time-major [T, B, ...]."""
-
-    reward: jax.Array  # [T, B, 3] float32
-    reward_terms: dict[str, jax.Array]  # name -> [T, B, 3] float32, weighted terms
-    terminated: jax.Array  # [T, B] bool
-    truncated: jax.Array  # [T, B] bool
-    agent_mask: jax.Array  # [T, B, 3] bool
-    goal_blue: jax.Array  # [T, B] float32
-    goal_orange: jax.Array  # [T, B] float32
-    score_blue: jax.Array  # [T, B] float32, episode score after the step (before auto-reset)
-    score_orange: jax.Array  # [T, B] float32
-    ball_touch: jax.Array  # [T, B, 3] float32
-    ball_pos: jax.Array  # [T, B, 2] float32, after the step (and after any reset)
-    obs_finite: jax.Array  # [T, B] bool, every observation entry is finite
-    obs_masked: jax.Array  # [T, B] bool, rows of inactive blue slots are exactly zero
-    parked: jax.Array  # [T, B] bool, every inactive car sits on its parking spot
-
-
-class ScriptedCarry(struct.PyTreeNode):
-    """Scan carry of :func:`scripted_rollout`."""
-
-    key: jax.Array
-    env_state: EnvState  # [B]
-
-
-def scripted_step(
-    env: Soccer, params: EnvParams, learner_kind: jax.Array, carry: ScriptedCarry, _: Any
-) -> tuple[ScriptedCarry, ScriptedTrace]:
-    """One vmapped env step with a scripted blue team (a ``lax.scan`` body)."""
-    key, key_act, key_step = jax.random.split(carry.key, 3)
-    state = carry.env_state
-    num_envs = state.time.shape[0]
-    actions = jax.vmap(scripted_actions, in_axes=(0, 0, None, None, None))(
-        jax.random.split(key_act, num_envs), state, params, learner_kind, 0
-    )  # [B, 3]
-    obs, next_state, reward, terminated, truncated, info = jax.vmap(
-        env.step, in_axes=(0, 0, 0, None)
-    )(jax.random.split(key_step, num_envs), state, actions, params)
-    inactive = ~state.car_active  # [B, 6]
-    on_spot = jnp.all(next_state.bodies.car_pos == physics.PARK_POSITIONS, axis=-1)  # [B, 6]
-    trace = ScriptedTrace(
-        reward=reward,
-        reward_terms=info["reward_terms"],
-        terminated=terminated,
-        truncated=truncated,
-        agent_mask=info["agent_mask"],
-        goal_blue=info["goal_blue"],
-        goal_orange=info["goal_orange"],
-        score_blue=info["score_blue"],
-        score_orange=info["score_orange"],
-        ball_touch=info["ball_touch"],
-        ball_pos=next_state.bodies.ball_pos,
-        obs_finite=jnp.all(jnp.isfinite(obs), axis=(1, 2)),
-        obs_masked=jnp.all(jnp.where(info["agent_mask"][..., None], True, obs == 0.0), (1, 2)),
-        parked=jnp.all(jnp.where(inactive, on_spot, True), axis=-1),
-    )
-    return ScriptedCarry(key=key, env_state=next_state), trace
-
-
-def scripted_rollout(
-    env: Soccer,
-    key: jax.Array,
-    state: EnvState,
-    params: EnvParams,
-    learner_kind: jax.Array,
-    num_steps: int,
-) -> tuple[EnvState, ScriptedTrace]:
-    """``num_steps`` steps of B envs with a scripted blue team against ``params``' opponent.
-
-    Blue plays ``learner_kind`` (IDLE, RULE or RANDOM); for "RulePolicy vs X" evaluations,
-    benchmarks and tests. Jit it with ``env`` and ``num_steps`` static: ``state`` (any batch
-    size B), ``params`` and ``learner_kind`` are traced, so team sizes, opponents and the blue
-    policy change without recompiling, and calls chain (pass the returned state back in).
-
-    Args:
-      env: the env.
-      key: PRNG key.
-      state: EnvState with a leading batch axis [B].
-      params: unbatched EnvParams.
-      learner_kind: int32 (), the blue team's scripted policy.
-      num_steps: scan length T.
-
-    Returns:
-      ``(state [B], trace [T, B])``.
-    """
-    carry = ScriptedCarry(key=key, env_state=state)
-    carry, trace = jax.lax.scan(
-        functools.partial(scripted_step, env, params, jnp.asarray(learner_kind, jnp.int32)),
-        carry,
-        None,
-        length=num_steps,
-    )
-    return carry.env_state, trace
-
-
-def rollout_states(
-    env: Soccer,
-    key: jax.Array,
-    params: EnvParams,
-    learner_kind: jax.Array,
-    num_steps: int,
-) -> EnvState:
-    """One scripted episode's states, stacked time-major: EnvState with leaves [T + 1, ...].
-
-    For rendering (:func:`envs.soccer.render.render_frames`); jit with ``env`` and
-    ``num_steps`` static.
-    """
-    key_reset, key_play = jax.random.split(key)
-    del key
-    _, state = env.reset(key_reset, params)
-
-    def body(state, key):
-        key_act, key_step = jax.random.split(key)
-        action = scripted_actions(key_act, state, params, learner_kind, 0)
-        _, state, _, _, _, _ = env.step(key_step, state, action, params)
-        return state, state
-
-    _, states = jax.lax.scan(body, state, jax.random.split(key_play, num_steps))
-    return jax.tree.map(lambda s0, s: jnp.concatenate([s0[None], s]), state, states)

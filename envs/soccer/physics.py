@@ -63,19 +63,38 @@ KICKOFF_LAYOUTS = np.stack(
 KICKOFF_JITTER = 0.1  # uniform +- jitter of each blue kickoff x (mirrored onto orange)
 
 
+def array_field(values, dtype) -> dataclasses.Field:
+    """A struct field whose default is the numpy array ``values`` of ``dtype`` (a pytree leaf).
+
+    :func:`cast_python_scalars` casts Python lists and tuples given for it (a config file's
+    ``[0.5, 0.25, 0.25]``) to a numpy array of ``dtype``, so they trace like the default.
+    """
+    default = np.asarray(values, dtype)
+    return struct.field(
+        default_factory=lambda: default.copy(), metadata={"array_dtype": np.dtype(dtype)}
+    )
+
+
 def cast_python_scalars(obj: struct.PyTreeNode) -> None:
-    """``__post_init__`` helper: cast Python scalars to the dtype of the field's numpy default.
+    """``__post_init__`` helper: cast Python values to the dtype of the field's numpy default.
 
     ``params.replace(blue_size=2)`` would otherwise store a weakly typed Python int, whose jit
     signature differs from the default's strong int32 (a retrace, or a scan carry mismatch).
-    Only plain ``bool``/``int``/``float`` values are touched; arrays and tracers pass through.
-    (So a ``vmap`` ``in_axes`` tree built by mapping over params should use ``None`` leaves or a
-    prefix such as ``0``; integer leaves would be cast like any other field.)
+    Plain ``bool``/``int``/``float`` values are cast for scalar fields, and Python lists and
+    tuples (and numpy arrays of another dtype) for :func:`array_field` fields; jax arrays and
+    tracers pass through. (So a ``vmap`` ``in_axes`` tree built by mapping over params should
+    use ``None`` leaves or a prefix such as ``0``; integer leaves would be cast like any other
+    field.)
     """
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if isinstance(value, (bool, int, float)) and isinstance(f.default, np.generic):
             object.__setattr__(obj, f.name, np.asarray(value, f.default.dtype)[()])
+        elif "array_dtype" in f.metadata and (
+            isinstance(value, (list, tuple))
+            or (isinstance(value, np.ndarray) and value.dtype != f.metadata["array_dtype"])
+        ):
+            object.__setattr__(obj, f.name, np.asarray(value, f.metadata["array_dtype"]))
 
 
 class PhysicsParams(struct.PyTreeNode):
@@ -689,6 +708,9 @@ def team_active(blue_size: jax.Array, orange_size: jax.Array) -> jax.Array:
     return jnp.concatenate([slot < blue_size, slot < orange_size])
 
 
+KICKOFF_UNIFORMS = 1 + MAX_PER_TEAM  # uniforms a kickoff consumes: layout, then x jitters
+
+
 def kickoff(key: jax.Array, active: jax.Array, pp: PhysicsParams) -> Bodies:
     """Kickoff bodies: ball at rest at the centre, cars on mirrored spots facing the ball.
 
@@ -704,8 +726,16 @@ def kickoff(key: jax.Array, active: jax.Array, pp: PhysicsParams) -> Bodies:
     Returns:
       Bodies.
     """
-    # One draw: [0] picks the layout, [1:] jitter the blue x positions.
-    u = jax.random.uniform(key, (1 + MAX_PER_TEAM,))
+    return kickoff_from_uniforms(jax.random.uniform(key, (KICKOFF_UNIFORMS,)), active, pp)
+
+
+def kickoff_from_uniforms(u: jax.Array, active: jax.Array, pp: PhysicsParams) -> Bodies:
+    """:func:`kickoff` from its random numbers ``u``, float32 [KICKOFF_UNIFORMS] in [0, 1).
+
+    For callers that draw more numbers in the same call (one PRNG draw is cheaper than a key
+    split and two draws).
+    """
+    # [0] picks the layout, [1:] jitter the blue x positions.
     layout = jnp.minimum((u[0] * KICKOFF_LAYOUTS.shape[0]).astype(jnp.int32), 4)
     blue = jnp.asarray(KICKOFF_LAYOUTS)[layout]  # [3, 2]
     jitter = (2.0 * u[1:] - 1.0) * KICKOFF_JITTER

@@ -1,8 +1,14 @@
-"""Scripted car-soccer baseline (the ``RulePolicy``), in pure JAX.
+"""Scripted car-soccer policies on observations (RulePolicy, random, idle), and scripted play.
 
-All reasoning happens in the team's own frame (``physics.team_view``: attack +y), so one code
-path plays either side. Roles: the active car closest to the ball attacks; the others hold a
-defensive point between the ball and their own goal.
+Every policy here is a pure function of one team's own observation rows, float32
+[3, OBS_DIM] (rows 0..2 of the env's observation for blue, 3..5 for orange), and returns that
+team's int32 [3] actions, so one code path plays either side and a caller (the trainer,
+:func:`scripted_rollout`, rendering) decides per env who drives which team.
+
+The RulePolicy reasons in the team's own frame (attack +y): :func:`team_view_from_obs` undoes
+the observation's normalisations, then :func:`rule_controls` acts. Roles: the active car
+closest to the ball attacks; the others hold a defensive point between the ball and their own
+goal.
 
 Attacker, in order of precedence:
   1. *Defend* if the ball is behind it (closer to its own goal line than the car): drive to a
@@ -18,13 +24,34 @@ facing the target and either far from it or shooting.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from flax import struct
 
 from envs.soccer import physics
-from envs.soccer.physics import CORNER, GOAL_DEPTH, HALF_LENGTH, HALF_WIDTH, MAX_PER_TEAM
+from envs.soccer.env import (
+    BALL_SPEED_SCALE,
+    CAR_SPEED_SCALE,
+    NUM_SCRIPTED_KINDS,
+    OTHER_FEATURES,
+    EnvParams,
+    EnvState,
+    Soccer,
+    observe_teams,
+)
+from envs.soccer.physics import (
+    CORNER,
+    GOAL_DEPTH,
+    HALF_LENGTH,
+    HALF_WIDTH,
+    MAX_PER_TEAM,
+    NOOP_ACTION,
+    NUM_ACTIONS,
+)
 
 APPROACH_DIST = 0.45  # how far behind the ball (away from the target goal) to line up
 SHOOT_COS = 0.97  # cos of the max angle between car->ball and ball->goal to go for the shot
@@ -113,18 +140,253 @@ def rule_controls(view: physics.TeamView) -> jax.Array:
     return jnp.where(view.own_active, actions, physics.NOOP_ACTION).astype(jnp.int32)
 
 
-def rule_policy_actions(key: jax.Array, state: Any, params: Any, team: int) -> jax.Array:
-    """RulePolicy actions for one team.
+# ----------------------------------------------------------------------------- observations
+
+# Feature offsets of an observation row (the table in :mod:`envs.soccer.env`).
+_POS_SCALE = np.array([HALF_WIDTH, HALF_LENGTH], np.float32)
+_OPPONENTS = 20 + (MAX_PER_TEAM - 1) * OTHER_FEATURES  # 38: first opponent block
+
+
+def _from_local(vec: jax.Array, heading: jax.Array) -> jax.Array:
+    """Inverse of ``physics.to_local``: (forward, left) vectors [..., 2] back to the frame."""
+    c, s = jnp.cos(heading), jnp.sin(heading)
+    return jnp.stack([c * vec[..., 0] - s * vec[..., 1], s * vec[..., 0] + c * vec[..., 1]], -1)
+
+
+def team_view_from_obs(team_obs: jax.Array) -> physics.TeamView:
+    """A team's view (team frame) rebuilt from its own observation rows.
+
+    Undoes the normalisations of ``env.observe``; headings are ``atan2(sin, cos)``. A slot is
+    active iff its row is not all zero (an active row holds a unit heading vector). Ball and
+    opponents are read from the first active row (every active row holds the same values).
+    Equals ``physics.team_view`` on active slots up to float rounding; inactive slots are zeros
+    (``team_view`` has their parking spots).
 
     Args:
-      key: PRNG key (unused: the policy is deterministic; weakening lives in the env's
-        ``opponent_actions``).
-      state: a soccer ``EnvState`` (needs ``bodies`` and ``car_active``).
-      params: the soccer ``EnvParams`` (unused today; kept for a uniform policy signature).
-      team: 0 (blue) or 1 (orange), a Python int.
+      team_obs: float32 [3, OBS_DIM], one team's rows.
 
     Returns:
-      int32 [3], one action per slot of ``team``.
+      physics.TeamView.
     """
-    del key, params
-    return rule_controls(physics.team_view(state.bodies, state.car_active, team))
+    obs = jnp.asarray(team_obs, jnp.float32)
+    active = jnp.any(obs != 0.0, axis=-1)  # [3]
+    first = obs[MAX_PER_TEAM - 1]
+    for i in reversed(range(MAX_PER_TEAM - 1)):
+        first = jnp.where(active[i], obs[i], first)  # [OBS_DIM], a select: no gather
+    own_vel = obs[:, 2:4] * CAR_SPEED_SCALE
+    own_heading = jnp.arctan2(obs[:, 5], obs[:, 4])
+    opp = first[_OPPONENTS:].reshape(MAX_PER_TEAM, OTHER_FEATURES)  # [3, 9]
+    ref_heading = jnp.arctan2(first[5], first[4])
+    opp_vel = _from_local(opp[:, 3:5] * CAR_SPEED_SCALE, ref_heading) + first[2:4] * (
+        CAR_SPEED_SCALE
+    )
+    opp_active = opp[:, 0] > 0.5
+    return physics.TeamView(
+        own_pos=obs[:, 0:2] * _POS_SCALE,
+        own_vel=own_vel,
+        own_heading=own_heading,
+        own_boost=obs[:, 6],
+        own_active=active,
+        opp_pos=opp[:, 5:7] * _POS_SCALE,
+        opp_vel=jnp.where(opp_active[:, None], opp_vel, 0.0),
+        opp_heading=jnp.arctan2(opp[:, 8], opp[:, 7]),
+        opp_active=opp_active,
+        ball_pos=first[8:10] * _POS_SCALE,
+        ball_vel=first[10:12] * BALL_SPEED_SCALE,
+    )
+
+
+# ----------------------------------------------------------------------------- policies
+
+
+def rule_policy(team_obs: jax.Array) -> jax.Array:
+    """The RulePolicy: int32 [3] actions from one team's observation rows [3, OBS_DIM].
+
+    Deterministic; inactive slots get ``NOOP_ACTION``.
+    """
+    return rule_controls(team_view_from_obs(team_obs))
+
+
+def random_policy(key: jax.Array, team_obs: jax.Array) -> jax.Array:
+    """int32 [3] actions drawn uniformly from the 18, independently per car."""
+    del team_obs
+    return jax.random.randint(key, (MAX_PER_TEAM,), 0, NUM_ACTIONS, jnp.int32)
+
+
+def idle_policy(team_obs: jax.Array) -> jax.Array:
+    """int32 [3] no-ops."""
+    del team_obs
+    return jnp.full((MAX_PER_TEAM,), NOOP_ACTION, jnp.int32)
+
+
+def scripted_team_actions(
+    key: jax.Array, team_obs: jax.Array, kind: jax.Array, skill: jax.Array
+) -> jax.Array:
+    """A scripted policy's int32 [3] actions for one team, from its rows [3, OBS_DIM].
+
+    ``kind`` (int32: IDLE, RULE or RANDOM) picks the policy; each car then takes a uniformly
+    random action with probability ``1 - skill``. Both are traced: under ``vmap`` they may be
+    batched (every branch then runs, selected per env); unbatched, only the chosen branch runs.
+    """
+    key_random, key_weaken = jax.random.split(key)
+    del key
+    branches = (idle_policy, rule_policy, functools.partial(random_policy, key_random))
+    kind = jnp.clip(jnp.asarray(kind, jnp.int32), 0, NUM_SCRIPTED_KINDS - 1)
+    actions = jax.lax.switch(kind, branches, team_obs)
+    # One draw per car: u < 1 - skill replaces the action by floor(u / (1 - skill) * 18),
+    # which is uniform over the 18 actions given the replacement.
+    u = jax.random.uniform(key_weaken, (MAX_PER_TEAM,))
+    p_random = 1.0 - skill
+    weaken = u < p_random
+    random_actions = jnp.minimum(
+        (u / jnp.maximum(p_random, 1e-6) * NUM_ACTIONS).astype(jnp.int32), NUM_ACTIONS - 1
+    )
+    return jnp.where(weaken, random_actions, actions)
+
+
+# ----------------------------------------------------------------------------- scripted play
+
+
+class ScriptedTrace(struct.PyTreeNode):
+    """Per-step record of :func:`scripted_rollout`; every leaf is time-major [T, B, ...]."""
+
+    reward: jax.Array  # [T, B, 6] float32
+    reward_terms: dict[str, jax.Array]  # name -> [T, B, 6] float32, weighted terms
+    outcome: dict[str, jax.Array]  # info["episode_outcome"], name -> [T, B, 6] float32
+    terminated: jax.Array  # [T, B] bool
+    truncated: jax.Array  # [T, B] bool
+    agent_mask: jax.Array  # [T, B, 6] bool
+    goal_blue: jax.Array  # [T, B] float32
+    goal_orange: jax.Array  # [T, B] float32
+    score_blue: jax.Array  # [T, B] float32, episode score after the step (before auto-reset)
+    score_orange: jax.Array  # [T, B] float32
+    ball_touch: jax.Array  # [T, B, 6] float32
+    ball_pos: jax.Array  # [T, B, 2] float32, after the step (and after any reset)
+    obs_finite: jax.Array  # [T, B] bool, every observation entry is finite
+    obs_masked: jax.Array  # [T, B] bool, rows of inactive slots are exactly zero
+    parked: jax.Array  # [T, B] bool, every inactive car sits on its parking spot
+
+
+class ScriptedCarry(struct.PyTreeNode):
+    """Scan carry of :func:`scripted_rollout`."""
+
+    key: jax.Array
+    env_state: EnvState  # [B]
+    obs: jax.Array  # [B, 6, OBS_DIM] float32, the observation of env_state
+
+
+def scripted_step(
+    env: Soccer, params: EnvParams, learner_kind: jax.Array, carry: ScriptedCarry, _: Any
+) -> tuple[ScriptedCarry, ScriptedTrace]:
+    """One vmapped env step with both teams scripted (a ``lax.scan`` body)."""
+    key, key_blue, key_orange, key_step = jax.random.split(carry.key, 4)
+    state = carry.env_state
+    num_envs = state.time.shape[0]
+    team_actions = jax.vmap(scripted_team_actions, in_axes=(0, 0, None, None))
+    blue = team_actions(
+        jax.random.split(key_blue, num_envs), carry.obs[:, :MAX_PER_TEAM], learner_kind, 1.0
+    )  # [B, 3]
+    orange = team_actions(
+        jax.random.split(key_orange, num_envs),
+        carry.obs[:, MAX_PER_TEAM:],
+        params.opponent_kind,
+        params.opponent_skill,
+    )  # [B, 3]
+    obs, next_state, reward, terminated, truncated, info = jax.vmap(
+        env.step, in_axes=(0, 0, 0, None)
+    )(
+        jax.random.split(key_step, num_envs),
+        state,
+        jnp.concatenate([blue, orange], axis=-1),
+        params,
+    )
+    inactive = ~next_state.car_active  # [B, 6] (a new episode may have drawn new sizes)
+    on_spot = jnp.all(next_state.bodies.car_pos == physics.PARK_POSITIONS, axis=-1)  # [B, 6]
+    trace = ScriptedTrace(
+        reward=reward,
+        reward_terms=info["reward_terms"],
+        outcome=info["episode_outcome"],
+        terminated=terminated,
+        truncated=truncated,
+        agent_mask=info["agent_mask"],
+        goal_blue=info["goal_blue"],
+        goal_orange=info["goal_orange"],
+        score_blue=info["score_blue"],
+        score_orange=info["score_orange"],
+        ball_touch=info["ball_touch"],
+        ball_pos=next_state.bodies.ball_pos,
+        obs_finite=jnp.all(jnp.isfinite(obs), axis=(1, 2)),
+        obs_masked=jnp.all(jnp.where(inactive[..., None], obs == 0.0, True), (1, 2)),
+        parked=jnp.all(jnp.where(inactive, on_spot, True), axis=-1),
+    )
+    return ScriptedCarry(key=key, env_state=next_state, obs=obs), trace
+
+
+def scripted_rollout(
+    env: Soccer,
+    key: jax.Array,
+    state: EnvState,
+    params: EnvParams,
+    learner_kind: jax.Array,
+    num_steps: int,
+) -> tuple[EnvState, ScriptedTrace]:
+    """``num_steps`` steps of B envs, both teams scripted, from their observation rows.
+
+    Blue plays ``learner_kind`` (IDLE, RULE or RANDOM) at full skill, orange plays
+    ``params.opponent_kind`` with ``params.opponent_skill``; for "RulePolicy vs X" evaluations,
+    benchmarks and tests. Jit it with ``env`` and ``num_steps`` static: ``state`` (any batch
+    size B), ``params`` and ``learner_kind`` are traced, so team sizes, policies and skill
+    change without recompiling, and calls chain (pass the returned state back in).
+
+    Args:
+      env: the env.
+      key: PRNG key.
+      state: EnvState with a leading batch axis [B].
+      params: unbatched EnvParams.
+      learner_kind: int32 (), the blue team's scripted policy.
+      num_steps: scan length T.
+
+    Returns:
+      ``(state [B], trace [T, B])``.
+    """
+    obs = jax.vmap(observe_teams, in_axes=(0, None))(state, params)
+    carry = ScriptedCarry(key=key, env_state=state, obs=obs)
+    carry, trace = jax.lax.scan(
+        functools.partial(scripted_step, env, params, jnp.asarray(learner_kind, jnp.int32)),
+        carry,
+        None,
+        length=num_steps,
+    )
+    return carry.env_state, trace
+
+
+def rollout_states(
+    env: Soccer,
+    key: jax.Array,
+    params: EnvParams,
+    learner_kind: jax.Array,
+    num_steps: int,
+) -> EnvState:
+    """One scripted episode's states, stacked time-major: EnvState with leaves [T + 1, ...].
+
+    Blue plays ``learner_kind``, orange ``params.opponent_kind`` with ``opponent_skill`` (as
+    in :func:`scripted_rollout`). For rendering (:func:`envs.soccer.render.render_frames`);
+    jit with ``env`` and ``num_steps`` static.
+    """
+    key_reset, key_play = jax.random.split(key)
+    del key
+    obs, state = env.reset(key_reset, params)
+
+    def body(carry, key):
+        state, obs = carry
+        key_blue, key_orange, key_step = jax.random.split(key, 3)
+        del key
+        blue = scripted_team_actions(key_blue, obs[:MAX_PER_TEAM], learner_kind, 1.0)
+        orange = scripted_team_actions(
+            key_orange, obs[MAX_PER_TEAM:], params.opponent_kind, params.opponent_skill
+        )
+        obs, state, _, _, _, _ = env.step(key_step, state, jnp.concatenate([blue, orange]), params)
+        return (state, obs), state
+
+    _, states = jax.lax.scan(body, (state, obs), jax.random.split(key_play, num_steps))
+    return jax.tree.map(lambda s0, s: jnp.concatenate([s0[None], s]), state, states)

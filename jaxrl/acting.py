@@ -1,0 +1,102 @@
+"""One policy step: normalise observations, run the network, pick actions.
+
+:func:`act` is the only place a network chooses actions. The match step
+(:mod:`jaxrl.match`) calls it for the learner and for network opponents, and through the
+match step it serves training rollouts, evaluation, rendering and tournaments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl.networks import make_distribution
+from jaxrl.normalize import normalize
+from jaxrl.types import RunningStats
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """What acting needs to know about the network (static)."""
+
+    network: nn.Module
+    discrete: bool
+    normalize_obs: bool  # observations pass through the running normaliser
+
+
+class PolicyParams(struct.PyTreeNode):
+    """A policy's weights: network params and the observation normaliser."""
+
+    params: Any
+    obs_stats: RunningStats
+
+
+class ActOutput(struct.PyTreeNode):
+    """One policy step for ``B`` rows."""
+
+    hidden: Any  # [B, ...] recurrent carry after the step (() without a core)
+    action: jax.Array  # [B, *action_shape]
+    log_prob: jax.Array  # [B] float32, log pi(action | obs)
+    value: jax.Array  # [B] float32, V(obs)
+    obs_norm: jax.Array  # [B, *obs_shape] float32, the normalised observations the network saw
+
+
+def act(
+    spec: PolicySpec,
+    policy: PolicyParams,
+    hidden: Any,
+    obs: jax.Array,
+    is_first: jax.Array,
+    key: jax.Array,
+    deterministic: bool | jax.Array = False,
+) -> ActOutput:
+    """Choose actions for one step of raw observations ``obs [B, ...]``.
+
+    Args:
+      spec: the network.
+      policy: params and normaliser.
+      hidden: the rows' recurrent carry (reset where ``is_first``).
+      obs: raw observations.
+      is_first: [B] bool, the row starts an episode.
+      key: samples the actions.
+      deterministic: take the mode instead of sampling: a Python bool for all rows, or a
+        [B] bool array per row (evaluation rows next to training rows).
+    """
+    obs_norm = normalize(policy.obs_stats, obs, spec.normalize_obs)
+    hidden, policy_out, value = spec.network.apply(
+        policy.params, hidden, obs_norm[None], is_first[None]
+    )
+    if spec.discrete:
+        dist_params = policy_out[0]  # logits [B, num_actions]
+    else:
+        mean, log_std = policy_out
+        dist_params = (mean[0], log_std)  # mean [B, A], log_std [A]
+    dist = make_distribution(dist_params, spec.discrete)
+    if deterministic is True:
+        action = dist.mode()
+    elif deterministic is False:
+        action = dist.sample(seed=key)
+    else:
+        mode, sample = dist.mode(), dist.sample(seed=key)
+        select = deterministic.reshape(deterministic.shape + (1,) * (sample.ndim - 1))
+        action = jnp.where(select, mode, sample)
+    return ActOutput(
+        hidden=hidden,
+        action=action,
+        log_prob=dist.log_prob(action),
+        value=value[0],
+        obs_norm=obs_norm,
+    )
+
+
+def value_of(
+    spec: PolicySpec, params: Any, hidden: Any, obs_norm: jax.Array, is_first
+) -> jax.Array:
+    """``V(obs) [B]`` of one step of normalised observations, after ``hidden``."""
+    _, _, value = spec.network.apply(params, hidden, obs_norm[None], is_first[None])
+    return value[0]

@@ -1,0 +1,159 @@
+"""Evaluation lanes: envs that measure the learner inside the compiled step.
+
+Each lane of ``evaluation.lanes`` adds ``envs`` envs after the training envs, on its own
+env params (``env.kwargs`` plus the lane's overrides, e.g. the RulePolicy at one team size).
+The learner acts in them with the same forward pass as in training (the mode of its policy
+by default), but their steps never reach the loss, the normaliser or any other feature. A
+lane counts the matches that end; every ``evaluation.every_updates`` updates it reports
+and restarts its counts:
+
+    eval/<lane>/return   mean episode return
+    eval/<lane>/games    matches counted
+    eval/<lane>/win, /draw, /loss   (two-team envs reporting outcomes)
+    eval/<lane>/elo      Elo implied by the score (draws half) against a 1500 opponent
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+import envs
+from jaxrl.config import EvaluationConfig
+from jaxrl.elo import elo_from_score
+from jaxrl.features import Feature, FeatureOutput, UpdateResult, set_rows
+from jaxrl.layout import Layout
+from jaxrl.match import MatchPlan
+from jaxrl.metrics import MetricSpec, Scalar
+
+RESULTS = ("win", "draw", "loss")
+
+
+class EvalLanesState(struct.PyTreeNode):
+    """Counts since the last report, per lane; checkpointed as ``evaluation``."""
+
+    matches: jax.Array  # [Ln] float32
+    episodes: jax.Array  # [Ln] float32, actor-episodes
+    return_sum: jax.Array  # [Ln] float32
+    outcome_sums: Any  # {win, draw, loss: [Ln] float32} (two-team envs)
+    updates: jax.Array  # () int32, updates since the last report
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class EvalLanes(Feature):
+    """The evaluation lanes (see the module docstring)."""
+
+    name = "evaluation"
+    config: EvaluationConfig
+    layout: Layout
+    lane_params: Any  # EnvParams with leaves [num_eval_envs]: each eval env's params
+    outcomes: bool  # the env reports win/draw/loss
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Lane names."""
+        return tuple(lane.name for lane in self.config.lanes)
+
+    def init(self, params, obs_stats) -> EvalLanesState:
+        """No counts."""
+        del params, obs_stats
+        zero = lambda: jnp.zeros((len(self.names),), jnp.float32)  # noqa: E731
+        return EvalLanesState(
+            matches=zero(),
+            episodes=zero(),
+            return_sum=zero(),
+            outcome_sums={name: zero() for name in RESULTS} if self.outcomes else {},
+            updates=jnp.zeros((), jnp.int32),
+        )
+
+    def plan(self, state: EvalLanesState, plan: MatchPlan) -> MatchPlan:
+        """The lanes' env params on their rows (opponents from those params, team 0)."""
+        del state
+        params = set_rows(plan.env_params, self.layout.num_envs, self.lane_params)
+        return plan.replace(env_params=params)
+
+    def after_update(
+        self, state: EvalLanesState, result: UpdateResult
+    ) -> tuple[EvalLanesState, FeatureOutput]:
+        """Count the lanes' finished matches; report every ``every_updates`` updates."""
+        lanes = jnp.asarray(self.layout.eval_lane_of_env())
+        count = len(self.names)
+
+        def per_lane(x):  # [N] -> [Ln] over the evaluation envs
+            return jax.ops.segment_sum(x[self.layout.num_envs :], lanes, num_segments=count)
+
+        sums = result.sums
+        state = EvalLanesState(
+            matches=state.matches + per_lane(sums.matches),
+            episodes=state.episodes + per_lane(sums.episodes),
+            return_sum=state.return_sum + per_lane(sums.return_sum),
+            outcome_sums={
+                name: state.outcome_sums[name] + per_lane(sums.outcome_sums[name])
+                for name in state.outcome_sums
+            },
+            updates=state.updates + 1,
+        )
+        report = state.updates >= self.config.every_updates
+        metrics = {}
+        for i, lane in enumerate(self.names):
+            games = state.matches[i]
+            weight = (report & (games > 0)).astype(jnp.float32)
+            per_game = jnp.maximum(games, 1.0)
+            metrics[f"eval/{lane}/games"] = Scalar.of(games, report)
+            metrics[f"eval/{lane}/return"] = Scalar.of(
+                state.return_sum[i] / jnp.maximum(state.episodes[i], 1.0),
+                (report & (state.episodes[i] > 0)).astype(jnp.float32),
+            )
+            if self.outcomes:
+                win, draw = state.outcome_sums["win"][i], state.outcome_sums["draw"][i]
+                for name in RESULTS:
+                    metrics[f"eval/{lane}/{name}"] = Scalar.of(
+                        state.outcome_sums[name][i] / per_game, weight
+                    )
+                score = (win + 0.5 * draw) / per_game
+                metrics[f"eval/{lane}/elo"] = Scalar.of(elo_from_score(score), weight)
+        fresh = self.init(None, None)
+        state = jax.tree.map(lambda new, old: jnp.where(report, new, old), fresh, state)
+        return state, FeatureOutput.of(metrics)
+
+    def metric_specs(self) -> tuple[MetricSpec, ...]:
+        """Per lane: the last report of the chunk."""
+        specs = []
+        for lane in self.names:
+            specs += [
+                MetricSpec(f"eval/{lane}/games", "last"),
+                MetricSpec(f"eval/{lane}/return", "last"),
+            ]
+            if self.outcomes:
+                specs += [MetricSpec(f"eval/{lane}/{name}", "last") for name in (*RESULTS, "elo")]
+        return tuple(specs)
+
+    def summary(self, state) -> list[str]:
+        """Lane names and sizes."""
+        del state
+        lanes = ", ".join(f"{lane.name} x {lane.envs}" for lane in self.config.lanes)
+        return [
+            f"evaluation   lanes {lanes} (envs), reported every {self.config.every_updates} updates"
+        ]
+
+
+def make_eval_lanes(config, layout: Layout, base_params: Any, outcome_names) -> EvalLanes | None:
+    """The evaluation-lane feature of ``config`` (None without lanes)."""
+    if not config.evaluation.lanes:
+        return None
+    per_env = []
+    for lane in config.evaluation.lanes:
+        params = envs.override_params(base_params, lane.env)
+        per_env += [params] * lane.envs
+    stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *per_env)
+    return EvalLanes(
+        config=config.evaluation,
+        layout=layout,
+        lane_params=stacked,
+        outcomes=all(name in outcome_names for name in RESULTS),
+    )

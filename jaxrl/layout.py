@@ -1,0 +1,106 @@
+"""The static layout of the env batch: which envs train, who drives the other team.
+
+The trainer steps ``total_envs`` envs in one vmapped call. The first ``num_envs`` are the
+training envs; the evaluation lanes follow (they act with the learner but never train it).
+In a two-team env (``num_teams == 2``) the learner drives one team of every env and an
+opponent drives the other. With self-play configured, the training envs are cut into fixed
+opponent groups, in this order::
+
+    [0, latest)                      the current policy (batched with the learner's pass)
+    [latest, latest + rule)          the env's RulePolicy
+    [pool_start, pool_start + L*n)   L pool lanes of n envs; each lane plays one snapshot
+
+Groups are static, so every opponent's forward pass runs on a static slice with its own
+params: there is no per-env copy of params, and changing who is in the pool never retraces.
+Without self-play every env's opponent is the scripted policy its env params name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from jaxrl.config import Config
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Static sizes of the env batch (see the module docstring)."""
+
+    num_envs: int  # training envs
+    eval_lane_envs: tuple[int, ...]  # envs of each evaluation lane, after the training envs
+    num_agents: int  # agent slots per env reported by the env (both teams for two-team envs)
+    two_team: bool  # the env has two teams; the learner drives one of them
+    team_size: int  # slots per team (two-team envs), else num_agents
+    latest_envs: int  # training envs playing the current policy
+    rule_envs: int  # training envs playing the RulePolicy
+    pool_lanes: int  # lanes of envs playing pool snapshots
+    lane_envs: int  # envs per pool lane
+    pool_size: int  # snapshots kept (0 without self-play)
+    per_env_params: bool  # env params differ per env (replay or evaluation lanes)
+
+    @property
+    def actors_per_env(self) -> int:
+        """Learner actors per env: one team of a two-team env, else every agent slot."""
+        return self.team_size if self.two_team else self.num_agents
+
+    @property
+    def num_eval_envs(self) -> int:
+        """Envs in all evaluation lanes."""
+        return sum(self.eval_lane_envs)
+
+    @property
+    def total_envs(self) -> int:
+        """Envs stepped per step: training envs then evaluation lanes."""
+        return self.num_envs + self.num_eval_envs
+
+    @property
+    def pool_start(self) -> int:
+        """First env of the pool lanes."""
+        return self.latest_envs + self.rule_envs
+
+    @property
+    def pool_envs(self) -> int:
+        """Envs in all pool lanes."""
+        return self.pool_lanes * self.lane_envs
+
+    @property
+    def selfplay(self) -> bool:
+        """Self-play is configured."""
+        return self.pool_size > 0
+
+    def eval_lane_of_env(self) -> np.ndarray:
+        """int32 [num_eval_envs]: the evaluation lane of each evaluation env."""
+        return np.repeat(np.arange(len(self.eval_lane_envs)), self.eval_lane_envs).astype(np.int32)
+
+
+def make_layout(config: Config, env) -> Layout:
+    """The layout of ``config`` for the (wrapped) ``env``; sizes are checked by the config."""
+    num_agents = int(getattr(env, "num_agents", 1))
+    two_team = int(getattr(env, "num_teams", 1)) == 2
+    team_size = int(getattr(env, "team_size", num_agents)) if two_team else num_agents
+    sp = config.selfplay
+    num_envs = config.env.num_envs
+    if sp.pool_size > 0:
+        latest = round(sp.latest_fraction * num_envs)
+        rule = round(sp.rule_fraction * num_envs)
+        pool = num_envs - latest - rule
+        lanes = sp.lanes if pool > 0 else 0
+        lane_envs = pool // sp.lanes if pool > 0 else 0
+    else:
+        latest = rule = lanes = lane_envs = 0
+    eval_lanes = tuple(lane.envs for lane in config.evaluation.lanes)
+    return Layout(
+        num_envs=num_envs,
+        eval_lane_envs=eval_lanes,
+        num_agents=num_agents,
+        two_team=two_team,
+        team_size=team_size,
+        latest_envs=latest,
+        rule_envs=rule,
+        pool_lanes=lanes,
+        lane_envs=lane_envs,
+        pool_size=sp.pool_size,
+        per_env_params=bool(eval_lanes) or config.curriculum.replay > 0,
+    )

@@ -1,0 +1,513 @@
+"""The match step: every actor of every env acts, then one vmapped env step.
+
+This is the one acting loop body of jaxrl. Training rollouts (:mod:`jaxrl.rollout`),
+evaluation (:mod:`jaxrl.evaluate`), rendering (:mod:`jaxrl.render`) and tournaments
+(:mod:`jaxrl.tournament`) all call :func:`match_step`; they differ only in the
+:class:`MatchPlan` they pass and in what they keep of the :class:`MatchRecord`.
+
+Single-team envs: the learner drives every agent slot (``A = num_agents`` actors per env).
+
+Two-team envs (``num_teams == 2``, ``team_size = S`` slots per team, slots ``[0, S)`` team 0
+and ``[S, 2S)`` team 1): the learner drives team ``side[e]`` of env ``e`` (``A = S``
+actors) and an opponent drives the other team. Who the opponent is, per env, is the plan's
+``opponent_kind``:
+
+- ``FROM_PARAMS``: the scripted policy the env params name (``opponent_kind`` and
+  ``opponent_skill`` of the env's ``EnvParams``, e.g. a curriculum stage's RulePolicy);
+- a scripted kind of the env (``env.scripted_kinds``, e.g. ``{"idle": 0, "rule": 1,
+  "random": 2}``) at full skill;
+- ``NETWORK``: the current policy for the layout's ``latest`` envs (computed in the
+  learner's own forward pass), a pool snapshot for the pool lanes (one vmapped pass over
+  lanes, each with its snapshot's params and normaliser).
+
+Both teams see the same mirrored egocentric observation, so any policy plays either side.
+A pool lane draws its snapshot from ``plan.lane_probs`` when every env of the lane has
+started a new match since the last draw (matches of equal length keep a lane in step), and
+a match counts in the per-snapshot results only if one snapshot played all of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act
+from jaxrl.layout import Layout
+from jaxrl.types import RunningStats
+
+FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
+NETWORK = -2  # opponent (or learner) kind: a network
+RESULT_NAMES = ("win", "draw", "loss")  # outcomes a two-team env reports for pool results
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchSpec:
+    """Static description of a batch of matches."""
+
+    env: Any  # wrapped env (EpisodeStatistics outermost)
+    policy: PolicySpec
+    layout: Layout
+    deterministic: bool  # learner rows of the training envs take the policy's mode
+    eval_deterministic: bool  # learner rows of the evaluation lanes take the policy's mode
+
+
+class MatchPlan(struct.PyTreeNode):
+    """Per-env choices of one stretch of play (one update, one evaluation, one pairing)."""
+
+    env_params: Any  # EnvParams: shared, or every leaf [N] when layout.per_env_params
+    opponent_kind: jax.Array  # [N] int32: FROM_PARAMS, NETWORK or a scripted kind
+    random_side: jax.Array  # [N] bool: the learner's team is drawn per match (else team 0)
+    switches: dict  # {feature: [N] bool} features a curriculum switches per env
+    pool: Any = None  # PolicyParams with leaves [K + 1, ...] (pool lanes only)
+    lane_probs: Any = None  # [K + 1] float32: distribution of a lane's next opponent
+    learner_kind: Any = None  # [N] int32 NETWORK or a scripted kind (tournaments), or None
+    side: Any = None  # [N] int32 learner team where not random_side (None: team 0)
+
+
+class OpponentCarry(struct.PyTreeNode):
+    """The opponents' side of a two-team match batch."""
+
+    obs: jax.Array  # [N * S, *obs_shape] raw observations of the opponent rows
+    is_first: jax.Array  # [N * S] bool, the row's policy starts afresh (new match or opponent)
+    hidden_latest: Any  # [latest * S, ...] carry of the current-policy opponents
+    hidden_lanes: Any  # [L, n * S, ...] carry of the pool-lane opponents
+    lane_slot: jax.Array  # [L] int32, pool slot each lane plays (K = the current policy)
+    fresh: jax.Array  # [L, n] bool, env began a match since its lane's last draw
+    pure: jax.Array  # [L, n] bool, the env's match so far was played by one pool slot
+
+
+class MatchCarry(struct.PyTreeNode):
+    """Carried from one match step to the next."""
+
+    env_state: Any  # [N] env state
+    obs: jax.Array  # [N * A, *obs_shape] raw observations of the learner's rows
+    is_first: jax.Array  # [N * A] bool, the row starts an episode
+    hidden: Any  # [N * A, ...] learner carry (() without a core)
+    side: jax.Array  # [N] int32, the learner's team (0 for single-team envs)
+    opponent: Any  # OpponentCarry (two-team envs) or None
+
+
+class MatchRecord(struct.PyTreeNode):
+    """What one match step produced, per learner row ``[N * A]`` or per env ``[N]``."""
+
+    act: ActOutput  # the learner's step (obs_norm, action, log_prob, value, hidden)
+    is_first: jax.Array  # [N * A] bool, the observation acted on started an episode
+    reward: jax.Array  # [N * A] float32, unscaled
+    terminated: jax.Array  # [N * A] bool
+    truncated: jax.Array  # [N * A] bool, cut by a time limit and not terminated
+    final_obs: jax.Array  # [N * A, *obs_shape] raw pre-reset observation
+    mask: Any  # [N * A] bool active rows, or None (single-agent envs)
+    done: jax.Array  # [N] bool, the env's episode (match) ended
+    episode_return: jax.Array  # [N * A] float32, return of the row's episode (valid where done)
+    episode_length: jax.Array  # [N] int32 (valid where done)
+    outcome: dict  # {name: [N] float32} the learner team's episode outcome (valid where done)
+    slot_results: Any  # [K + 1, 3] float32 pure pool matches that ended: learner W/D/L
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+def per_actor(layout: Layout, x: jax.Array, per_agent: bool) -> jax.Array:
+    """Single-team env data ``[N, A, ...]`` (``per_agent``) or ``[N, ...]`` as ``[N * A, ...]``."""
+    if layout.num_agents == 1:
+        return x
+    if per_agent:
+        return x.reshape((-1,) + x.shape[2:])
+    return jnp.repeat(x, layout.num_agents, axis=0)
+
+
+def team_rows(x: jax.Array, side: jax.Array, own: bool) -> jax.Array:
+    """One team's slots ``[N, S, ...]`` of two-team data ``[N, 2S, ...]``.
+
+    ``own``: the team ``side`` names, else the other one.
+    """
+    size = x.shape[1] // 2
+    first, second = x[:, :size], x[:, size:]
+    pick_first = (side == 0) if own else (side == 1)
+    return jnp.where(pick_first.reshape((-1,) + (1,) * (x.ndim - 1)), first, second)
+
+
+def join_teams(own: jax.Array, other: jax.Array, side: jax.Array) -> jax.Array:
+    """``[N, 2S, ...]`` from the learner team's ``own`` and the other team's rows."""
+    select = (side == 0).reshape((-1,) + (1,) * (own.ndim - 1))
+    return jnp.concatenate([jnp.where(select, own, other), jnp.where(select, other, own)], axis=1)
+
+
+def _rows(x: jax.Array) -> jax.Array:
+    return x.reshape((-1,) + x.shape[2:])
+
+
+def _env_major(x: jax.Array, size: int) -> jax.Array:
+    return x.reshape((-1, size) + x.shape[1:])
+
+
+def _concat(a: Any, b: Any) -> Any:
+    return jax.tree.map(lambda x, y: jnp.concatenate([x, y]), a, b)
+
+
+# ----------------------------------------------------------------------------- start
+
+
+def plan_env_params(layout: Layout, env_params: Any, index: Any) -> Any:
+    """``env_params`` of one env ``index`` (per-env params) or the shared params."""
+    if not layout.per_env_params:
+        return env_params
+    return jax.tree.map(lambda x: x[index], env_params)
+
+
+def draw_sides(plan: MatchPlan, key: jax.Array) -> jax.Array:
+    """[N] int32: the learner's team for new matches (random where ``plan.random_side``)."""
+    bits = jax.random.bernoulli(key, 0.5, plan.random_side.shape).astype(jnp.int32)
+    fixed = 0 if plan.side is None else plan.side
+    return jnp.where(plan.random_side, bits, fixed).astype(jnp.int32)
+
+
+def start_matches(
+    spec: MatchSpec, policy_hidden: Any, plan: MatchPlan, key: jax.Array
+) -> MatchCarry:
+    """Fresh episodes in every env, sides drawn, empty hidden states, lanes on slot K.
+
+    ``policy_hidden(batch)`` returns the initial hidden state of ``batch`` rows.
+    """
+    layout = spec.layout
+    num_envs = layout.total_envs
+    key_reset, key_side = jax.random.split(key)
+    del key
+    params_axis = 0 if layout.per_env_params else None
+    obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, params_axis))(
+        jax.random.split(key_reset, num_envs), plan.env_params
+    )
+    obs = obs.astype(jnp.float32)
+    num_rows = num_envs * layout.actors_per_env
+    if not layout.two_team:
+        return MatchCarry(
+            env_state=env_state,
+            obs=per_actor(layout, obs, per_agent=True),
+            is_first=jnp.ones((num_rows,), bool),
+            hidden=policy_hidden(num_rows),
+            side=jnp.zeros((num_envs,), jnp.int32),
+            opponent=None,
+        )
+    side = draw_sides(plan, key_side)
+    size = layout.team_size
+    lanes, lane_envs = layout.pool_lanes, layout.lane_envs
+    opponent = OpponentCarry(
+        obs=_rows(team_rows(obs, side, own=False)),
+        is_first=jnp.ones((num_envs * size,), bool),
+        hidden_latest=policy_hidden(layout.latest_envs * size),
+        hidden_lanes=jax.tree.map(
+            lambda h: jnp.broadcast_to(h, (lanes,) + h.shape),
+            policy_hidden(lane_envs * size),
+        ),
+        lane_slot=jnp.full((lanes,), layout.pool_size, jnp.int32),
+        fresh=jnp.zeros((lanes, lane_envs), bool),
+        pure=jnp.ones((lanes, lane_envs), bool),
+    )
+    return MatchCarry(
+        env_state=env_state,
+        obs=_rows(team_rows(obs, side, own=True)),
+        is_first=jnp.ones((num_rows,), bool),
+        hidden=policy_hidden(num_rows),
+        side=side,
+        opponent=opponent,
+    )
+
+
+# ----------------------------------------------------------------------------- step
+
+
+def _learner_deterministic(spec: MatchSpec, extra_rows: int) -> bool | np.ndarray:
+    """Per-row determinism of the learner's forward pass (static)."""
+    layout = spec.layout
+    rows = layout.actors_per_env
+    flags = np.concatenate(
+        [
+            np.full(layout.num_envs * rows, spec.deterministic),
+            np.full(layout.num_eval_envs * rows, spec.eval_deterministic),
+            np.zeros(extra_rows, bool),  # current-policy opponents sample
+        ]
+    )
+    if flags.all():
+        return True
+    if not flags.any():
+        return False
+    return flags
+
+
+def _scripted(spec: MatchSpec, kind, skill, team_obs, key) -> jax.Array:
+    """[N, S] int32 actions of the env's scripted policies (``kind`` [N], ``skill`` [N])."""
+    num_envs = team_obs.shape[0]
+    return jax.vmap(spec.env.scripted_team_actions)(
+        jax.random.split(key, num_envs), team_obs, jnp.maximum(kind, 0), skill
+    )
+
+
+def _param_leaf(layout: Layout, leaf: Any, num_envs: int) -> jax.Array:
+    return jnp.broadcast_to(jnp.asarray(leaf), (num_envs,))
+
+
+def match_step(
+    spec: MatchSpec,
+    learner: PolicyParams,
+    plan: MatchPlan,
+    carry: MatchCarry,
+    key: jax.Array,
+) -> tuple[MatchCarry, MatchRecord]:
+    """Every actor acts, every env steps once (auto-reset); see the module docstring."""
+    if spec.layout.two_team:
+        return _two_team_step(spec, learner, plan, carry, key)
+    return _single_team_step(spec, learner, plan, carry, key)
+
+
+def _single_team_step(spec, learner, plan, carry, key):
+    layout = spec.layout
+    key_act, key_env = jax.random.split(key)
+    del key
+    out = act(
+        spec.policy,
+        learner,
+        carry.hidden,
+        carry.obs,
+        carry.is_first,
+        key_act,
+        _learner_deterministic(spec, 0),
+    )
+    num_envs = layout.total_envs
+    action = out.action
+    if layout.num_agents > 1:
+        action = _env_major(action, layout.num_agents)
+    params_axis = 0 if layout.per_env_params else None
+    obs, env_state, reward, terminated, truncated, info = jax.vmap(
+        spec.env.step, in_axes=(0, 0, 0, params_axis)
+    )(jax.random.split(key_env, num_envs), carry.env_state, action, plan.env_params)
+    done = jnp.logical_or(terminated, truncated)
+    truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
+    mask = None
+    if layout.num_agents > 1:
+        mask = (
+            per_actor(layout, info["agent_mask"], per_agent=True)
+            if "agent_mask" in info
+            else jnp.ones((num_envs * layout.num_agents,), bool)
+        )
+    returns = info["episode_return"]
+    record = MatchRecord(
+        act=out,
+        is_first=carry.is_first,
+        reward=per_actor(layout, reward, per_agent=True).astype(jnp.float32),
+        terminated=per_actor(layout, terminated, per_agent=False),
+        truncated=per_actor(layout, truncated, per_agent=False),
+        final_obs=per_actor(layout, info["final_observation"], per_agent=True).astype(jnp.float32),
+        mask=mask,
+        done=done,
+        episode_return=per_actor(layout, returns, per_agent=returns.ndim > 1),
+        episode_length=info["episode_length"],
+        outcome={
+            name: (value[:, 0] if value.ndim > 1 else value).astype(jnp.float32)
+            for name, value in info.get("episode_outcome", {}).items()
+        },
+        slot_results=None,
+    )
+    new_carry = MatchCarry(
+        env_state=env_state,
+        obs=per_actor(layout, obs, per_agent=True).astype(jnp.float32),
+        is_first=per_actor(layout, done, per_agent=False),
+        hidden=out.hidden,
+        side=carry.side,
+        opponent=None,
+    )
+    return new_carry, record
+
+
+def _two_team_step(spec, learner, plan, carry, key):
+    layout = spec.layout
+    size = layout.team_size
+    num_envs = layout.total_envs
+    opp = carry.opponent
+    latest_rows = layout.latest_envs * size
+    learner_rows = num_envs * size
+    (key_learner, key_lanes, key_scripted, key_mine, key_env, key_side, key_draw) = (
+        jax.random.split(key, 7)
+    )
+    del key
+
+    # The learner's rows and the current-policy opponents' rows: one forward pass.
+    rows, hidden, first = carry.obs, carry.hidden, carry.is_first
+    if latest_rows:
+        rows = jnp.concatenate([rows, opp.obs[:latest_rows]])
+        hidden = _concat(hidden, opp.hidden_latest)
+        first = jnp.concatenate([first, opp.is_first[:latest_rows]])
+    out = act(
+        spec.policy,
+        learner,
+        hidden,
+        rows,
+        first,
+        key_learner,
+        _learner_deterministic(spec, latest_rows),
+    )
+    mine = jax.tree.map(lambda x: x[:learner_rows], out)
+    learner_action = _env_major(mine.action, size)  # [N, S]
+    if plan.learner_kind is not None:  # tournaments: a scripted player on the learner's side
+        scripted_mine = _scripted(
+            spec,
+            plan.learner_kind,
+            jnp.ones((num_envs,), jnp.float32),
+            _env_major(carry.obs, size),
+            key_mine,
+        )
+        learner_action = jnp.where(
+            (plan.learner_kind == NETWORK)[:, None], learner_action, scripted_mine
+        )
+
+    # Opponents: scripted for every env (cheap), networks on their static slices.
+    kind_param = _param_leaf(layout, plan.env_params.opponent_kind, num_envs)
+    skill_param = _param_leaf(layout, plan.env_params.opponent_skill, num_envs)
+    from_params = plan.opponent_kind == FROM_PARAMS
+    kind = jnp.where(from_params, kind_param, plan.opponent_kind)
+    skill = jnp.where(from_params, skill_param, 1.0).astype(jnp.float32)
+    opp_team_obs = _env_major(opp.obs, size)  # [N, S, D]
+    opponent_action = _scripted(spec, kind, skill, opp_team_obs, key_scripted)
+    network_pieces = []
+    new_hidden_latest = opp.hidden_latest
+    if latest_rows:
+        latest = jax.tree.map(lambda x: x[learner_rows:], out)
+        new_hidden_latest = latest.hidden
+        network_pieces.append(_env_major(latest.action, size))
+    if layout.rule_envs:
+        network_pieces.append(jnp.zeros((layout.rule_envs, size), jnp.int32))
+    new_hidden_lanes = opp.hidden_lanes
+    if layout.pool_lanes:
+        lanes, lane_envs = layout.pool_lanes, layout.lane_envs
+        start, stop = layout.pool_start * size, (layout.pool_start + lanes * lane_envs) * size
+        lane_policy = jax.tree.map(lambda x: x[opp.lane_slot], plan.pool)  # [L, ...]
+        lane_out = jax.vmap(act, in_axes=(None, 0, 0, 0, 0, 0))(
+            spec.policy,
+            lane_policy,
+            opp.hidden_lanes,
+            opp.obs[start:stop].reshape((lanes, lane_envs * size) + opp.obs.shape[1:]),
+            opp.is_first[start:stop].reshape((lanes, lane_envs * size)),
+            jax.random.split(key_lanes, lanes),
+        )
+        new_hidden_lanes = lane_out.hidden
+        network_pieces.append(lane_out.action.reshape((lanes * lane_envs, size)))
+    if network_pieces:
+        covered = layout.pool_start + layout.pool_envs
+        network_pieces.append(jnp.zeros((num_envs - covered, size), jnp.int32))
+        network_action = jnp.concatenate(network_pieces)
+        opponent_action = jnp.where((kind == NETWORK)[:, None], network_action, opponent_action)
+
+    # One env step for every env; the learner's team is ``side``.
+    actions = join_teams(learner_action, opponent_action.astype(jnp.int32), carry.side)
+    params_axis = 0 if layout.per_env_params else None
+    obs, env_state, reward, terminated, truncated, info = jax.vmap(
+        spec.env.step, in_axes=(0, 0, 0, params_axis)
+    )(jax.random.split(key_env, num_envs), carry.env_state, actions, plan.env_params)
+    done = jnp.logical_or(terminated, truncated)  # [N]
+    truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
+    side = carry.side
+    new_side = jnp.where(done, draw_sides(plan, key_side), side)
+
+    def mine_of(x):  # [N, 2S, ...] of this step -> learner rows [N * S, ...]
+        return _rows(team_rows(x, side, own=True))
+
+    outcome = {
+        name: team_rows(value, side, own=True)[:, 0].astype(jnp.float32)
+        for name, value in info.get("episode_outcome", {}).items()
+    }
+    repeat = lambda x: jnp.repeat(x, size)  # noqa: E731 - [N] -> [N * S]
+
+    # Pool lanes: results of pure matches, then draws for lanes whose envs all began anew.
+    slot_results = None
+    lane_slot, fresh, pure = opp.lane_slot, opp.fresh, opp.pure
+    opponent_first = repeat(done)
+    if layout.pool_lanes:
+        lanes, lane_envs = layout.pool_lanes, layout.lane_envs
+        pool = slice(layout.pool_start, layout.pool_start + lanes * lane_envs)
+        pool_done = done[pool].reshape(lanes, lane_envs)
+        # Envs of a lane not playing its network (self-play switched off there, e.g. replayed
+        # stages) neither count for the snapshot nor hold up the lane's next draw.
+        networked = (kind[pool] == NETWORK).reshape(lanes, lane_envs)
+        counted = (pool_done & opp.pure & networked).astype(jnp.float32)
+        lane_results = jnp.stack(
+            [
+                (counted * outcome[name][pool].reshape(lanes, lane_envs)).sum(1)
+                for name in RESULT_NAMES
+            ],
+            axis=-1,
+        )  # [L, 3]
+        slot_results = (
+            jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32)
+            .at[opp.lane_slot]
+            .add(lane_results)
+        )
+        fresh = opp.fresh | pool_done | ~networked
+        ready = fresh.all(axis=1)  # [L]
+        drawn = jax.random.categorical(key_draw, jnp.log(plan.lane_probs), shape=(lanes,))
+        lane_slot = jnp.where(ready, drawn.astype(jnp.int32), opp.lane_slot)
+        switched = ready & (lane_slot != opp.lane_slot)
+        fresh = jnp.where(ready[:, None], False, fresh)
+        pure = jnp.where(pool_done, True, jnp.where(switched[:, None], False, opp.pure))
+        lane_first = jnp.repeat(
+            jnp.broadcast_to(switched[:, None], (lanes, lane_envs)).reshape(-1), size
+        )
+        opponent_first = opponent_first.at[pool.start * size : pool.stop * size].set(
+            opponent_first[pool.start * size : pool.stop * size] | lane_first
+        )
+
+    record = MatchRecord(
+        act=mine,
+        is_first=carry.is_first,
+        reward=mine_of(reward).astype(jnp.float32),
+        terminated=repeat(terminated),
+        truncated=repeat(truncated),
+        final_obs=mine_of(info["final_observation"]).astype(jnp.float32),
+        mask=mine_of(info["agent_mask"]),
+        done=done,
+        episode_return=mine_of(info["episode_return"]),
+        episode_length=info["episode_length"],
+        outcome=outcome,
+        slot_results=slot_results,
+    )
+    obs = obs.astype(jnp.float32)
+    new_carry = MatchCarry(
+        env_state=env_state,
+        obs=_rows(team_rows(obs, new_side, own=True)),
+        is_first=repeat(done),
+        hidden=mine.hidden,
+        side=new_side,
+        opponent=OpponentCarry(
+            obs=_rows(team_rows(obs, new_side, own=False)),
+            is_first=opponent_first,
+            hidden_latest=new_hidden_latest,
+            hidden_lanes=new_hidden_lanes,
+            lane_slot=lane_slot,
+            fresh=fresh,
+            pure=pure,
+        ),
+    )
+    return new_carry, record
+
+
+def idle_plan(layout: Layout, env_params: Any) -> MatchPlan:
+    """Every env on ``env_params`` (shared), opponents from the params, learner on team 0."""
+    num_envs = layout.total_envs
+    if layout.per_env_params:
+        env_params = jax.tree.map(
+            lambda x: jnp.broadcast_to(jnp.asarray(x), (num_envs,) + jnp.shape(x)), env_params
+        )
+    return MatchPlan(
+        env_params=env_params,
+        opponent_kind=jnp.full((num_envs,), FROM_PARAMS, jnp.int32),
+        random_side=jnp.zeros((num_envs,), bool),
+        switches={},
+    )
+
+
+def pool_of(stats_like: RunningStats, params: Any) -> PolicyParams:
+    """A one-entry pool ``[1, ...]`` holding ``params`` (helpers for tests and tournaments)."""
+    return jax.tree.map(lambda x: x[None], PolicyParams(params=params, obs_stats=stats_like))

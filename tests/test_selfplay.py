@@ -1,0 +1,260 @@
+"""Self-play league: PFSP, the in-graph pool, sides, evaluation lanes, replay, resume.
+
+Two compiled train steps serve the module: ``chunks`` (a jitted chunk wrapped in
+``chex.assert_max_traces(n=1)``, run across a curriculum switch into self-play, snapshots
+and lane draws) and ``selfplay_run`` (``jaxrl.train`` with checkpoints, a session fixture of
+``conftest`` shared with the tournament tests).
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl.acting import PolicyParams, act
+from jaxrl.checkpoint import Checkpointer, PolicyState
+from jaxrl.config import ConfigError, config_from_dict
+from jaxrl.curriculum import replay_ranks
+from jaxrl.elo import elo_from_score
+from jaxrl.match import NETWORK
+from jaxrl.selfplay import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
+from jaxrl.setup import make_setup
+from jaxrl.train import run_summary, train
+from jaxrl.train_step import init_runner_state, make_plan, train_chunk
+from tests.conftest import NUM_ENVS, STEPS, UPDATES, tiny_selfplay
+
+
+@pytest.fixture(scope="module")
+def config():
+    return config_from_dict(tiny_selfplay())
+
+
+@pytest.fixture(scope="module")
+def chunks(config):
+    """Three chunks of the jitted step (one trace) and what each returned."""
+    setup = make_setup(config)
+    runner = init_runner_state(setup, jax.random.key(0))
+    step = jax.jit(chex.assert_max_traces(lambda r: train_chunk(setup, r), n=1), donate_argnums=0)
+    history = []
+    for _ in range(UPDATES // config.chunk_updates):
+        runner, metrics = step(runner)
+        history.append(
+            {
+                "metrics": jax.device_get(metrics),
+                "lane_slot": np.asarray(runner.match.opponent.lane_slot),
+                "filled": np.asarray(runner.features["selfplay"].filled),
+            }
+        )
+    return setup, runner, history
+
+
+# ----------------------------------------------------------------------------- PFSP
+
+
+def test_pfsp_probabilities_match_their_formulas():
+    results = jnp.asarray(
+        [[6.0, 2.0, 2.0], [1.0, 0.0, 3.0], [0.0, 0.0, 0.0], [5.0, 0.0, 0.0]], jnp.float32
+    )  # learner W/D/L against slots 0..3
+    filled = jnp.asarray([True, True, True, False])
+    w = np.asarray([(6 + 1) / 10, 1 / 4, 0.5, 1.0])  # draws count half; 0.5 without games
+    np.testing.assert_allclose(win_rates(results), w, rtol=1e-6)
+    for mode, weights in (
+        ("hard", (1 - w) ** 2),
+        ("variance", w * (1 - w)),
+        ("uniform", np.ones(4)),
+    ):
+        np.testing.assert_allclose(pfsp_weights(jnp.asarray(w), mode), weights, rtol=1e-6)
+        expected = np.where(np.asarray(filled), weights, 0.0)
+        expected = np.append(expected / expected.sum(), 0.0)  # entry K: the current policy
+        np.testing.assert_allclose(pfsp_probs(results, filled, mode), expected, rtol=1e-6)
+
+
+def test_pfsp_falls_back_to_uniform_and_to_the_current_policy():
+    beaten = jnp.asarray([[4.0, 0.0, 0.0], [2.0, 0.0, 0.0]])  # hard weights are all zero
+    np.testing.assert_allclose(
+        pfsp_probs(beaten, jnp.asarray([True, True]), "hard"), [0.5, 0.5, 0.0]
+    )
+    np.testing.assert_allclose(
+        pfsp_probs(beaten, jnp.asarray([False, False]), "hard"), [0.0, 0.0, 1.0]
+    )
+    with pytest.raises(ValueError, match="pfsp mode"):
+        pfsp_weights(jnp.zeros(2), "greedy")
+
+
+# ----------------------------------------------------------------------------- in-graph pool
+
+
+def test_snapshots_and_opponent_draws_do_not_retrace(chunks):
+    _, runner, history = chunks
+    stages = [h["metrics"]["curriculum/stage"] for h in history]
+    assert stages == [1.0, 1.0, 1.0]  # promoted into the league in the first chunk
+    filled = [int(h["filled"].sum()) for h in history]
+    assert filled[0] < filled[-1] == 3  # the ring buffer filled up across chunks
+    state = runner.features["selfplay"]
+    assert int(state.snapshots) > 3  # and wrapped around
+    slots = np.stack([h["lane_slot"] for h in history])
+    assert len(np.unique(slots)) > 1  # lanes drew new opponents
+    assert sum(h["metrics"]["selfplay/snapshots"] for h in history) == int(state.snapshots)
+
+
+def test_opponent_groups_and_sides(chunks, config):
+    setup, runner, _ = chunks
+    layout = setup.layout
+    assert (layout.latest_envs, layout.rule_envs, layout.pool_lanes, layout.lane_envs) == (
+        2,
+        2,
+        2,
+        2,
+    )
+    plan = make_plan(setup, runner.features)
+    ranks = replay_ranks(NUM_ENVS, config.curriculum.replay)
+    league = ranks < 0  # replayed envs play stage 0 with its scripted opponent
+    kind = np.asarray(plan.opponent_kind)[:NUM_ENVS]
+    rule = int(setup.env.scripted_kinds["rule"])
+    expected = np.array([NETWORK] * 2 + [rule] * 2 + [NETWORK] * 4)
+    np.testing.assert_array_equal(kind[league], expected[league])
+    np.testing.assert_array_equal(kind[~league], -1)
+    assert np.asarray(plan.random_side)[:NUM_ENVS].tolist() == league.tolist()
+    assert not np.asarray(plan.random_side)[NUM_ENVS:].any()  # evaluation lanes: team 0
+
+
+def test_learner_plays_both_sides_during_the_league(chunks):
+    setup, runner, _ = chunks
+    step = jax.jit(lambda r: train_chunk(setup, r)[0].match.side)
+    sides = np.asarray(step(runner))[:NUM_ENVS]
+    seen = set(sides.tolist())
+    # Over many matches both teams occur (checked on the carried sides of one more chunk).
+    assert seen <= {0, 1} and len(seen) == 2
+
+
+def test_evaluation_lanes_report_and_never_train(chunks):
+    setup, runner, history = chunks
+    layout = setup.layout
+    assert layout.total_envs == NUM_ENVS + 4
+    # The normaliser saw the learner's rows of the training envs only: T steps x 8 envs x 3
+    # slots per update (plus its tiny prior count), none of the 4 evaluation envs.
+    count = float(runner.obs_stats.count)
+    assert count == pytest.approx(UPDATES * STEPS * NUM_ENVS * 3 + 1e-4, rel=1e-6)
+    metrics = history[-1]["metrics"]
+    for lane in ("rule_1v1", "rule_3v3"):
+        games = metrics[f"eval/{lane}/games"]
+        assert games >= 1
+        win, draw, loss = (metrics[f"eval/{lane}/{k}"] for k in ("win", "draw", "loss"))
+        assert win + draw + loss == pytest.approx(1.0, abs=1e-5)
+        assert metrics[f"eval/{lane}/elo"] == pytest.approx(
+            float(elo_from_score(np.float64(win + 0.5 * draw))), abs=0.05
+        )
+    # Training episodes exclude the lanes: 4 rollouts of 8 envs x 16 steps, 24-step matches.
+    assert history[0]["metrics"]["rollout/episodes"] <= NUM_ENVS * 3 * (4 * STEPS) / 24 + 1e-6
+
+
+def test_replay_ranks_spread_and_stages():
+    ranks = replay_ranks(16, 0.25)
+    assert (ranks >= 0).sum() == 4
+    assert np.all(np.diff(np.flatnonzero(ranks >= 0)) == 4)
+    assert sorted(ranks[ranks >= 0].tolist()) == [0, 1, 2, 3]
+    assert (replay_ranks(16, 0.0) == -1).all()
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def test_pool_opponent_acts_exactly_as_the_restored_checkpoint(selfplay_run, config):
+    setup = make_setup(config)
+    state: SelfPlayState = selfplay_run.runner.features["selfplay"]
+    checkpointer = Checkpointer(selfplay_run.run_dir, create=False)
+    like = PolicyState(params=selfplay_run.runner.params, obs_stats=selfplay_run.runner.obs_stats)
+    filled = np.flatnonzero(np.asarray(state.filled))
+    assert filled.size == 3
+    obs = jax.random.normal(jax.random.key(1), (32,) + setup.obs_shape)
+    first = jnp.ones((32,), bool)
+    for slot in filled:
+        step = int(state.added_at[slot])
+        restored, _ = checkpointer.restore_policy(like, step)
+        pooled = jax.tree.map(lambda x, s=slot: x[s], state.pool)
+        chex.assert_trees_all_equal(pooled.params, restored.params)
+        hidden = setup.network.initial_hidden(32)
+        a = act(setup.policy, pooled, hidden, obs, first, jax.random.key(2))
+        mine = PolicyParams(params=restored.params, obs_stats=restored.obs_stats)
+        b = act(setup.policy, mine, hidden, obs, first, jax.random.key(2))
+        chex.assert_trees_all_equal(a, b)
+    checkpointer.close()
+
+
+def test_resume_is_bit_exact_with_pool_and_evaluation_lanes(selfplay_run, tmp_path):
+    partial = tmp_path / "partial"
+    shutil.copytree(selfplay_run.run_dir, partial)
+    steps = sorted(int(p.name) for p in (partial / "checkpoints").iterdir() if p.name.isdigit())
+    for step in steps:
+        if step > 6:
+            shutil.rmtree(partial / "checkpoints" / str(step))
+    resumed = train(run_dir=partial, resume=True, quiet=True)
+    chex.assert_trees_all_equal(resumed.runner.params, selfplay_run.runner.params)
+    chex.assert_trees_all_equal(resumed.runner.features, selfplay_run.runner.features)
+    chex.assert_trees_all_equal(
+        jax.tree.map(np.asarray, resumed.runner.match),
+        jax.tree.map(np.asarray, selfplay_run.runner.match),
+    )
+
+
+def test_run_summary_states_the_pool_bytes(selfplay_run, config):
+    setup = make_setup(config)
+    text = run_summary(config, setup, selfplay_run.run_dir, 0, selfplay_run.runner.features)
+    pool_bytes = sum(
+        x.nbytes for x in jax.tree.leaves(selfplay_run.runner.features["selfplay"].pool)
+    )
+    assert f"{pool_bytes / 2**20:.2f} MiB" in text
+    assert "2 pool lanes x 2 envs" in text
+
+
+# ----------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"selfplay__lanes": 3}, "do not divide into 3 equal lanes"),
+        ({"selfplay__pfsp": "greedy"}, "selfplay.pfsp must be one of"),
+        ({"selfplay__latest_fraction": 0.9}, "latest_fraction \\+ selfplay.rule_fraction"),
+        ({"selfplay__sides": "left"}, "selfplay.sides must be one of"),
+        ({"curriculum__replay": 1.0}, "curriculum.replay must be in"),
+    ],
+)
+def test_selfplay_config_errors(extra, message):
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(tiny_selfplay(**extra))
+
+
+def test_selfplay_needs_two_teams_and_a_pool():
+    data = tiny_selfplay()
+    data["env"] = {"name": "CartPole-v1", "num_envs": 8}
+    data["curriculum"] = {}
+    data["evaluation"] = {}
+    with pytest.raises(ConfigError, match="not a two-team env"):
+        config_from_dict(data)
+    data = tiny_selfplay()
+    data["selfplay"] = {}
+    with pytest.raises(ConfigError, match="self-play is not configured"):
+        config_from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("lanes", "message"),
+    [
+        ([{"name": "a", "envs": 1}, {"name": "a", "envs": 1}], "used twice"),
+        ([{"name": "bad name", "envs": 1}], "letters, digits"),
+        ([{"name": "a", "envs": 0}], "envs must be >= 1"),
+        ([{"name": "a", "env": {"team_size_weights": [1, 2]}}], "shape \\[3\\]"),
+        ([{"name": "a", "env": {"blue_sizes": 2}}], "did you mean"),
+    ],
+)
+def test_evaluation_lane_config_errors(lanes, message):
+    data = tiny_selfplay()
+    data["evaluation"] = {"lanes": lanes}
+    with pytest.raises(ConfigError, match=message):
+        config_from_dict(data)
