@@ -73,18 +73,22 @@ def main() -> None:
     env.close()
 
     returns = [info["r"] for info in list(model.ep_info_buffer)[-20:]]
-    print(json.dumps({
-        "envs": args.envs,
-        "vec_env": vec_env_cls.__name__,
-        "total_steps": int(model.num_timesteps),
-        "seconds": round(seconds, 3),
-        "sps": round(model.num_timesteps / seconds, 1),
-        "torch": torch.__version__,
-        "sb3": stable_baselines3.__version__,
-        "torch_threads": torch.get_num_threads(),  # torch's default, not set here
-        "hyperparameters": "sb3-defaults" if args.sb3_defaults else "jaxrl-cartpole",
-        "final_mean_return": float(np.mean(returns)) if returns else None,
-    }))
+    print(
+        json.dumps(
+            {
+                "envs": args.envs,
+                "vec_env": vec_env_cls.__name__,
+                "total_steps": int(model.num_timesteps),
+                "seconds": round(seconds, 3),
+                "sps": round(model.num_timesteps / seconds, 1),
+                "torch": torch.__version__,
+                "sb3": stable_baselines3.__version__,
+                "torch_threads": torch.get_num_threads(),  # torch's default, not set here
+                "hyperparameters": "sb3-defaults" if args.sb3_defaults else "jaxrl-cartpole",
+                "final_mean_return": float(np.mean(returns)) if returns else None,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

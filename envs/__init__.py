@@ -121,8 +121,9 @@ def override_params(params: Any, overrides: Mapping[str, Any], prefix: str = "")
 
 
 def nest_dotted(items: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``[("reward.touch", 0.1), ("blue_size", 2)]`` -> ``{"reward": {"touch": 0.1}, "blue_size": 2}``.
+    """Dotted override pairs as the nested mapping :func:`make` takes.
 
+    ``[("reward.touch", 0.1), ("blue_size", 2)]`` -> ``{"reward": {"touch": 0.1}, "blue_size": 2}``.
     The nested form is what :func:`make` and :func:`override_params` take.
 
     Raises:

@@ -166,8 +166,6 @@ class MaskObservation(Wrapper):
 
     def step(self, key: jax.Array, state: Any, action: Any, params: Any):
         """Step and mask the observation and the final observation."""
-        obs, state, reward, terminated, truncated, info = self._env.step(
-            key, state, action, params
-        )
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
         info = {**info, "final_observation": self._mask(info["final_observation"])}
         return self._mask(obs), state, reward, terminated, truncated, info

@@ -77,18 +77,20 @@ def act(
         mean, log_std = policy_out
         dist_params = (mean[0], log_std)  # mean [B, A], log_std [A]
     dist = make_distribution(dist_params, spec.discrete)
-    if deterministic is True:
-        action = dist.mode()
-    elif deterministic is False:
-        action = dist.sample(seed=key)
+    if deterministic is False:
+        action, log_prob = dist.sample_and_log_prob(seed=key)
     else:
-        mode, sample = dist.mode(), dist.sample(seed=key)
-        select = deterministic.reshape(deterministic.shape + (1,) * (sample.ndim - 1))
-        action = jnp.where(select, mode, sample)
+        if deterministic is True:
+            action = dist.mode()
+        else:
+            mode, sample = dist.mode(), dist.sample(seed=key)
+            select = deterministic.reshape(deterministic.shape + (1,) * (sample.ndim - 1))
+            action = jnp.where(select, mode, sample)
+        log_prob = dist.log_prob(action)
     return ActOutput(
         hidden=hidden,
         action=action,
-        log_prob=dist.log_prob(action),
+        log_prob=log_prob,
         value=value[0],
         obs_norm=obs_norm,
     )

@@ -183,6 +183,7 @@ def evaluate(
     stage: int | None = None,
     opponent: str | None = None,
     env_overrides: dict | None = None,
+    team_size: int | None = None,
 ) -> EvalResult:
     """Restore params (latest checkpoint or ``step``) and play ``episodes`` episodes.
 
@@ -190,7 +191,8 @@ def evaluate(
     the last stage, the task the curriculum leads to). ``env_overrides`` (a nested mapping
     of EnvParams fields, e.g. ``{"blue_size": 2, "orange_size": 2}``) apply on top. In a
     two-team env the learner plays team 0 against ``opponent`` (a scripted policy of the
-    env: ``rule``, ``random``, ``idle``), by default the one the env params name.
+    env: ``rule``, ``random``, ``idle``), by default the one the env params name, with
+    ``team_size`` cars a side if given (``env.with_team_size``, applied last).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -214,6 +216,12 @@ def evaluate(
         raise ValueError("this run has no curriculum stages")
     if env_overrides:
         env_params = envs.override_params(env_params, env_overrides)
+    if team_size is not None:
+        if not hasattr(setup.env, "with_team_size"):
+            raise ValueError(f"--team-size: {setup.config.env.name} has no team sizes")
+        if not 1 <= team_size <= setup.layout.team_size:
+            raise ValueError(f"--team-size must be in 1..{setup.layout.team_size}, got {team_size}")
+        env_params = setup.env.with_team_size(env_params, team_size)
     play = jax.jit(run_episodes, static_argnums=(0, 3, 4))
     stats = jax.device_get(
         play(
@@ -259,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="EnvParams override, dotted for struct fields (blue_size=2, reward.touch=0)",
     )
+    parser.add_argument("--team-size", type=int, help="two-team envs: cars a side (e.g. 2 for 2v2)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     try:
@@ -271,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             args.stage,
             args.opponent,
             envs.nest_dotted(parse_overrides(args.env_param)),
+            args.team_size,
         )
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -38,7 +38,6 @@ from flax import struct
 
 from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act
 from jaxrl.layout import Layout
-from jaxrl.types import RunningStats
 
 FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
 NETWORK = -2  # opponent (or learner) kind: a network
@@ -67,6 +66,40 @@ class MatchPlan(struct.PyTreeNode):
     lane_probs: Any = None  # [K + 1] float32: distribution of a lane's next opponent
     learner_kind: Any = None  # [N] int32 NETWORK or a scripted kind (tournaments), or None
     side: Any = None  # [N] int32 learner team where not random_side (None: team 0)
+
+
+class StepKeys(struct.PyTreeNode):
+    """Every key one match step consumes, drawn by :func:`step_keys` (before a rollout loop:
+    on CPU each split inside the loop body is a loop of its own)."""
+
+    learner: jax.Array  # () samples the learner's (and current-policy opponents') actions
+    env: jax.Array  # [N] one per env step
+    scripted: Any = None  # [N] scripted opponents (two-team envs)
+    mine: Any = None  # [N] scripted players on the learner's side (tournaments)
+    lanes: Any = None  # [L] the pool lanes' action sampling
+    side: Any = None  # () teams of new matches
+    draw: Any = None  # () the lanes' next opponents
+
+
+def step_keys(spec: MatchSpec, key: jax.Array) -> StepKeys:
+    """Split ``key`` into the keys of one match step (one split call)."""
+    layout = spec.layout
+    num_envs = layout.total_envs
+    if not layout.two_team:
+        keys = jax.random.split(key, 1 + num_envs)
+        return StepKeys(learner=keys[0], env=keys[1:])
+    lanes = max(layout.pool_lanes, 1)
+    keys = jax.random.split(key, 3 + 3 * num_envs + lanes)
+    envs_at = lambda i: keys[3 + i * num_envs : 3 + (i + 1) * num_envs]  # noqa: E731
+    return StepKeys(
+        learner=keys[0],
+        side=keys[1],
+        draw=keys[2],
+        env=envs_at(0),
+        scripted=envs_at(1),
+        mine=envs_at(2),
+        lanes=keys[3 + 3 * num_envs :],
+    )
 
 
 class OpponentCarry(struct.PyTreeNode):
@@ -153,13 +186,6 @@ def _concat(a: Any, b: Any) -> Any:
 # ----------------------------------------------------------------------------- start
 
 
-def plan_env_params(layout: Layout, env_params: Any, index: Any) -> Any:
-    """``env_params`` of one env ``index`` (per-env params) or the shared params."""
-    if not layout.per_env_params:
-        return env_params
-    return jax.tree.map(lambda x: x[index], env_params)
-
-
 def draw_sides(plan: MatchPlan, key: jax.Array) -> jax.Array:
     """[N] int32: the learner's team for new matches (random where ``plan.random_side``)."""
     bits = jax.random.bernoulli(key, 0.5, plan.random_side.shape).astype(jnp.int32)
@@ -239,15 +265,13 @@ def _learner_deterministic(spec: MatchSpec, extra_rows: int) -> bool | np.ndarra
     return flags
 
 
-def _scripted(spec: MatchSpec, kind, skill, team_obs, key) -> jax.Array:
-    """[N, S] int32 actions of the env's scripted policies (``kind`` [N], ``skill`` [N])."""
-    num_envs = team_obs.shape[0]
-    return jax.vmap(spec.env.scripted_team_actions)(
-        jax.random.split(key, num_envs), team_obs, jnp.maximum(kind, 0), skill
-    )
+def _scripted(spec: MatchSpec, kind, skill, team_obs, keys) -> jax.Array:
+    """[N, S] int32 actions of the env's scripted policies (``kind``, ``skill``, ``keys`` [N])."""
+    return jax.vmap(spec.env.scripted_team_actions)(keys, team_obs, jnp.maximum(kind, 0), skill)
 
 
-def _param_leaf(layout: Layout, leaf: Any, num_envs: int) -> jax.Array:
+def _per_env(leaf: Any, num_envs: int) -> jax.Array:
+    """An env-param leaf as ``[N]`` (shared params broadcast, per-env params as they are)."""
     return jnp.broadcast_to(jnp.asarray(leaf), (num_envs,))
 
 
@@ -256,25 +280,28 @@ def match_step(
     learner: PolicyParams,
     plan: MatchPlan,
     carry: MatchCarry,
-    key: jax.Array,
+    keys: StepKeys | jax.Array,
 ) -> tuple[MatchCarry, MatchRecord]:
-    """Every actor acts, every env steps once (auto-reset); see the module docstring."""
+    """Every actor acts, every env steps once (auto-reset); see the module docstring.
+
+    ``keys``: the step's keys from :func:`step_keys`, or one key to split here.
+    """
+    if not isinstance(keys, StepKeys):
+        keys = step_keys(spec, keys)
     if spec.layout.two_team:
-        return _two_team_step(spec, learner, plan, carry, key)
-    return _single_team_step(spec, learner, plan, carry, key)
+        return _two_team_step(spec, learner, plan, carry, keys)
+    return _single_team_step(spec, learner, plan, carry, keys)
 
 
-def _single_team_step(spec, learner, plan, carry, key):
+def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     layout = spec.layout
-    key_act, key_env = jax.random.split(key)
-    del key
     out = act(
         spec.policy,
         learner,
         carry.hidden,
         carry.obs,
         carry.is_first,
-        key_act,
+        keys.learner,
         _learner_deterministic(spec, 0),
     )
     num_envs = layout.total_envs
@@ -284,7 +311,7 @@ def _single_team_step(spec, learner, plan, carry, key):
     params_axis = 0 if layout.per_env_params else None
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
         spec.env.step, in_axes=(0, 0, 0, params_axis)
-    )(jax.random.split(key_env, num_envs), carry.env_state, action, plan.env_params)
+    )(keys.env, carry.env_state, action, plan.env_params)
     done = jnp.logical_or(terminated, truncated)
     truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
     mask = None
@@ -323,17 +350,13 @@ def _single_team_step(spec, learner, plan, carry, key):
     return new_carry, record
 
 
-def _two_team_step(spec, learner, plan, carry, key):
+def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
     layout = spec.layout
     size = layout.team_size
     num_envs = layout.total_envs
     opp = carry.opponent
     latest_rows = layout.latest_envs * size
     learner_rows = num_envs * size
-    (key_learner, key_lanes, key_scripted, key_mine, key_env, key_side, key_draw) = (
-        jax.random.split(key, 7)
-    )
-    del key
 
     # The learner's rows and the current-policy opponents' rows: one forward pass.
     rows, hidden, first = carry.obs, carry.hidden, carry.is_first
@@ -347,7 +370,7 @@ def _two_team_step(spec, learner, plan, carry, key):
         hidden,
         rows,
         first,
-        key_learner,
+        keys.learner,
         _learner_deterministic(spec, latest_rows),
     )
     mine = jax.tree.map(lambda x: x[:learner_rows], out)
@@ -358,20 +381,20 @@ def _two_team_step(spec, learner, plan, carry, key):
             plan.learner_kind,
             jnp.ones((num_envs,), jnp.float32),
             _env_major(carry.obs, size),
-            key_mine,
+            keys.mine,
         )
         learner_action = jnp.where(
             (plan.learner_kind == NETWORK)[:, None], learner_action, scripted_mine
         )
 
     # Opponents: scripted for every env (cheap), networks on their static slices.
-    kind_param = _param_leaf(layout, plan.env_params.opponent_kind, num_envs)
-    skill_param = _param_leaf(layout, plan.env_params.opponent_skill, num_envs)
+    kind_param = _per_env(plan.env_params.opponent_kind, num_envs)
+    skill_param = _per_env(plan.env_params.opponent_skill, num_envs)
     from_params = plan.opponent_kind == FROM_PARAMS
     kind = jnp.where(from_params, kind_param, plan.opponent_kind)
     skill = jnp.where(from_params, skill_param, 1.0).astype(jnp.float32)
     opp_team_obs = _env_major(opp.obs, size)  # [N, S, D]
-    opponent_action = _scripted(spec, kind, skill, opp_team_obs, key_scripted)
+    opponent_action = _scripted(spec, kind, skill, opp_team_obs, keys.scripted)
     network_pieces = []
     new_hidden_latest = opp.hidden_latest
     if latest_rows:
@@ -391,7 +414,7 @@ def _two_team_step(spec, learner, plan, carry, key):
             opp.hidden_lanes,
             opp.obs[start:stop].reshape((lanes, lane_envs * size) + opp.obs.shape[1:]),
             opp.is_first[start:stop].reshape((lanes, lane_envs * size)),
-            jax.random.split(key_lanes, lanes),
+            keys.lanes[:lanes],
         )
         new_hidden_lanes = lane_out.hidden
         network_pieces.append(lane_out.action.reshape((lanes * lane_envs, size)))
@@ -406,11 +429,11 @@ def _two_team_step(spec, learner, plan, carry, key):
     params_axis = 0 if layout.per_env_params else None
     obs, env_state, reward, terminated, truncated, info = jax.vmap(
         spec.env.step, in_axes=(0, 0, 0, params_axis)
-    )(jax.random.split(key_env, num_envs), carry.env_state, actions, plan.env_params)
+    )(keys.env, carry.env_state, actions, plan.env_params)
     done = jnp.logical_or(terminated, truncated)  # [N]
     truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
     side = carry.side
-    new_side = jnp.where(done, draw_sides(plan, key_side), side)
+    new_side = jnp.where(done, draw_sides(plan, keys.side), side)
 
     def mine_of(x):  # [N, 2S, ...] of this step -> learner rows [N * S, ...]
         return _rows(team_rows(x, side, own=True))
@@ -447,7 +470,7 @@ def _two_team_step(spec, learner, plan, carry, key):
         )
         fresh = opp.fresh | pool_done | ~networked
         ready = fresh.all(axis=1)  # [L]
-        drawn = jax.random.categorical(key_draw, jnp.log(plan.lane_probs), shape=(lanes,))
+        drawn = jax.random.categorical(keys.draw, jnp.log(plan.lane_probs), shape=(lanes,))
         lane_slot = jnp.where(ready, drawn.astype(jnp.int32), opp.lane_slot)
         switched = ready & (lane_slot != opp.lane_slot)
         fresh = jnp.where(ready[:, None], False, fresh)
@@ -506,8 +529,3 @@ def idle_plan(layout: Layout, env_params: Any) -> MatchPlan:
         random_side=jnp.zeros((num_envs,), bool),
         switches={},
     )
-
-
-def pool_of(stats_like: RunningStats, params: Any) -> PolicyParams:
-    """A one-entry pool ``[1, ...]`` holding ``params`` (helpers for tests and tournaments)."""
-    return jax.tree.map(lambda x: x[None], PolicyParams(params=params, obs_stats=stats_like))

@@ -16,7 +16,14 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.acting import PolicyParams, value_of
-from jaxrl.match import RESULT_NAMES, MatchCarry, MatchPlan, MatchRecord, match_step
+from jaxrl.match import (
+    RESULT_NAMES,
+    MatchCarry,
+    MatchPlan,
+    MatchRecord,
+    match_step,
+    step_keys,
+)
 from jaxrl.normalize import normalize, update_stats
 from jaxrl.setup import Setup
 from jaxrl.types import EpisodeSums, RunningStats, Transition
@@ -34,12 +41,16 @@ class RolloutOutput(struct.PyTreeNode):
 
 def add_episodes(sums: EpisodeSums, record: MatchRecord, actors_per_env: int) -> EpisodeSums:
     """``sums`` plus the episodes that ended in this step, per env."""
-    done_rows = jnp.repeat(record.done, actors_per_env)
-    if record.mask is not None:
-        done_rows = jnp.logical_and(done_rows, record.mask)
-    done_rows = done_rows.astype(jnp.float32)
-    per_env = lambda x: x.reshape(-1, actors_per_env).sum(-1)  # noqa: E731 - [N*A] -> [N]
     done = record.done.astype(jnp.float32)
+    if actors_per_env == 1 and record.mask is None:  # single-agent envs: rows are envs
+        done_rows = done
+        per_env = lambda x: x  # noqa: E731
+    else:
+        done_rows = jnp.repeat(record.done, actors_per_env)
+        if record.mask is not None:
+            done_rows = jnp.logical_and(done_rows, record.mask)
+        done_rows = done_rows.astype(jnp.float32)
+        per_env = lambda x: x.reshape(-1, actors_per_env).sum(-1)  # noqa: E731 - [N*A] -> [N]
     return EpisodeSums(
         episodes=sums.episodes + per_env(done_rows),
         return_sum=sums.return_sum + per_env(record.episode_return * done_rows),
@@ -101,7 +112,10 @@ def rollout(
     chunk = config.sequence_length if config.network.core != "none" else num_steps
     train_rows = layout.num_envs * layout.actors_per_env
     enabled = config.env.normalize_obs
-    keys = jax.random.split(key, (num_steps // chunk, chunk))
+    # Every key of the rollout drawn before the loop (on CPU a split inside the loop body is a
+    # loop of its own): [C, L] steps of StepKeys.
+    keys = jax.vmap(lambda k: step_keys(setup.match, k))(jax.random.split(key, num_steps))
+    keys = jax.tree.map(lambda k: k.reshape((num_steps // chunk, chunk) + k.shape[1:]), keys)
     has_pool = layout.pool_lanes > 0
 
     def step(state, step_key):

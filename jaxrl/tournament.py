@@ -504,7 +504,7 @@ def plot(ratings: list[Rating], path: Path) -> None:
         series.setdefault((run, r.team_size), []).append(r)
     for (run, size), points in sorted(series.items()):
         points.sort(key=lambda r: r.env_steps or 0)
-        x = np.asarray([p.env_steps or 0 for p in points], float)
+        x = np.asarray([p.env_steps or 0 for p in points], float) / 1e6
         y = np.asarray([p.elo for p in points])
         lo = np.asarray([p.ci[0] for p in points])
         hi = np.asarray([p.ci[1] for p in points])
@@ -512,7 +512,7 @@ def plot(ratings: list[Rating], path: Path) -> None:
         (line,) = ax.plot(x, y, marker="o", ms=3, label=label)
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
     ax.axhline(ANCHOR_ELO, color="k", ls="--", lw=1, label="RulePolicy (1500)")
-    ax.set_xlabel("training env steps")
+    ax.set_xlabel("training env steps (millions)")
     ax.set_ylabel("Elo (RulePolicy = 1500)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

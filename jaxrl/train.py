@@ -84,7 +84,12 @@ def run_summary(
         f"  schedule     {config.num_updates} updates ({config.num_updates * config.batch_size} "
         f"steps) in chunks of {config.chunk_updates}; starting at update {start_update}",
         f"  network      MLP {list(config.network.hidden_sizes)} {config.network.activation}, "
-        f"{'shared' if config.network.shared_torso else 'separate'} torsos",
+        f"{'shared' if config.network.shared_torso else 'separate'} torsos"
+        + (
+            f", {config.network.core.upper()} {config.network.core_size}"
+            if config.network.core != "none"
+            else ""
+        ),
         f"  features     obs norm {on(env.normalize_obs)}, lr anneal {on(ppo.anneal_lr)}, "
         f"value clip {on(ppo.clip_value)}, adv norm {on(ppo.normalize_advantages)}, "
         f"reward scale {ppo.reward_scale:g}",

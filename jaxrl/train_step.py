@@ -22,7 +22,7 @@ from jaxrl.features import UpdateResult, masked_sums
 from jaxrl.gae import bootstrap_values, gae
 from jaxrl.losses import Minibatch
 from jaxrl.match import MatchPlan, idle_plan, start_matches
-from jaxrl.metrics import MetricSpec, Scalar, mean_of, reduce_chunk
+from jaxrl.metrics import MetricSpec, Scalar, idle_packed, mean_of, pack, reduce_packed
 from jaxrl.normalize import normalize
 from jaxrl.ppo import OptState, update_epochs
 from jaxrl.rollout import rollout
@@ -135,8 +135,11 @@ def training_batch(
     return make_sequences(setup, data, start_hidden)
 
 
-def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[str, Scalar]]:
-    """One PPO update: plan, a rollout of ``T`` steps on every env, GAE, the epochs, features."""
+def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
+    """One PPO update: plan, a rollout of ``T`` steps on every env, GAE, the epochs, features.
+
+    Returns the new runner and the update's metrics packed in declaration order.
+    """
     ppo, layout = setup.config.ppo, setup.layout
     key, key_rollout, key_epochs, key_reset = jax.random.split(runner.key, 4)
     plan = make_plan(setup, runner.features)
@@ -221,17 +224,17 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[str, Sc
         },
         **feature_metrics,
     }
-    return new_runner, metrics
+    return new_runner, pack(metric_specs(setup), metrics)
 
 
-def guarded_update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[str, Scalar]]:
+def guarded_update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
     """:func:`update` while training is on; a no-op past the last update or a NaN streak."""
     train = setup.config.train
     active = jnp.logical_and(
         runner.update_step < setup.config.num_updates,
         runner.nonfinite_streak < train.max_nonfinite_updates,
     )
-    idle = {spec.tag: Scalar.of(0.0, 0.0) for spec in metric_specs(setup)}
+    idle = idle_packed(metric_specs(setup))
     return jax.lax.cond(active, lambda r: update(setup, r), lambda r: (r, idle), runner)
 
 
@@ -240,7 +243,7 @@ def train_chunk(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[st
     runner, metrics = jax.lax.scan(
         lambda r, _: guarded_update(setup, r), runner, None, length=setup.config.chunk_updates
     )
-    return runner, reduce_chunk(metric_specs(setup), metrics)
+    return runner, reduce_packed(metric_specs(setup), metrics)
 
 
 def make_train_step(

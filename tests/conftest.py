@@ -68,7 +68,7 @@ def tiny_selfplay(**extra) -> dict:
     }
     for key, value in extra.items():
         section, field = key.split("__")
-        config[section][field] = value
+        config[section] = {**config[section], field: value}
     return config
 
 

@@ -258,3 +258,41 @@ def test_evaluation_lane_config_errors(lanes, message):
     data["evaluation"] = {"lanes": lanes}
     with pytest.raises(ConfigError, match=message):
         config_from_dict(data)
+
+
+def test_recurrent_opponents_carry_their_own_hidden_state():
+    data = tiny_selfplay(network__core="gru", network__core_size=8)
+    data["curriculum"] = {}  # self-play from the first update
+    data["train"] = {**data["train"], "total_steps": NUM_ENVS * STEPS * 4}
+    setup = make_setup(config_from_dict(data))
+    runner = init_runner_state(setup, jax.random.key(0))
+    runner, metrics = jax.jit(lambda r: train_chunk(setup, r))(runner)
+    assert float(metrics["train/updates"]) == 4
+    opponent, layout = runner.match.opponent, setup.layout
+    # Separate torsos: an actor and a critic GRU carry per opponent row.
+    for carry in opponent.hidden_latest:
+        assert carry.shape == (layout.latest_envs * 3, 8)
+        assert np.abs(np.asarray(carry)).max() > 0
+    for carry in opponent.hidden_lanes:
+        assert carry.shape == (layout.pool_lanes, layout.lane_envs * 3, 8)
+        assert np.abs(np.asarray(carry)).max() > 0
+    # The current-policy opponents' carries are their own, not the learner's rows of the
+    # same envs (the two teams see different observations).
+    learner_rows = np.asarray(runner.match.hidden[0])[: layout.latest_envs * 3]
+    assert not np.allclose(learner_rows, np.asarray(opponent.hidden_latest[0]))
+
+
+def test_evaluate_picks_the_opponent_and_team_size(selfplay_run):
+    from jaxrl.evaluate import evaluate, main  # noqa: PLC0415
+
+    result = evaluate(
+        selfplay_run.run_dir,
+        episodes=4,
+        opponent="random",
+        team_size=2,
+    )
+    assert result.episodes == 4 and set(result.outcomes) >= {"win", "draw", "loss"}
+    assert result.mean_length == 24.0
+    assert main(["--run-dir", str(selfplay_run.run_dir), "--opponent", "champion"]) == 1
+    assert main(["--run-dir", str(selfplay_run.run_dir), "--env-param", "blue_sizes=2"]) == 1
+    assert main(["--run-dir", str(selfplay_run.run_dir), "--team-size", "4"]) == 1
