@@ -84,6 +84,17 @@ def eval_layout(setup: Setup, episodes: int) -> Layout:
     )
 
 
+def eval_spec(setup: Setup, layout: Layout, deterministic: bool) -> MatchSpec:
+    """The match spec of play outside training: every learner row samples, or takes the mode."""
+    return MatchSpec(
+        env=setup.env,
+        policy=setup.policy,
+        layout=layout,
+        deterministic=deterministic,
+        eval_deterministic=deterministic,
+    )
+
+
 def run_episodes(
     setup: Setup,
     policy: PolicyState,
@@ -103,13 +114,7 @@ def run_episodes(
     """
     env_params = setup.env_params if env_params is None else env_params
     layout = eval_layout(setup, episodes)
-    spec = MatchSpec(
-        env=setup.env,
-        policy=setup.policy,
-        layout=layout,
-        deterministic=deterministic,
-        eval_deterministic=deterministic,
-    )
+    spec = eval_spec(setup, layout, deterministic)
     plan = idle_plan(layout, env_params)
     if opponent_kind is not None:
         plan = plan.replace(opponent_kind=jnp.full((episodes,), opponent_kind, jnp.int32))

@@ -64,7 +64,8 @@ def idle(scalars: dict[str, Scalar]) -> dict[str, Scalar]:
 
 
 def pack(specs: tuple[MetricSpec, ...], scalars: dict[str, Scalar]) -> Scalar:
-    """One update's metrics as two arrays ``[M]`` in declaration order.
+    """One update's metrics as two arrays ``[M]`` in declaration order (``[..., M]`` for
+    stacked scalars).
 
     A compiled chunk stacks what each update returns; two ``[M]`` arrays cost the scan two
     buffer writes per update instead of ``2 M``.
@@ -82,8 +83,8 @@ def pack(specs: tuple[MetricSpec, ...], scalars: dict[str, Scalar]) -> Scalar:
             f"produced but not declared: {sorted(extra)}"
         )
     return Scalar(
-        value=jnp.stack([scalars[spec.tag].value for spec in specs]),
-        weight=jnp.stack([scalars[spec.tag].weight for spec in specs]),
+        value=jnp.stack([scalars[spec.tag].value for spec in specs], axis=-1),
+        weight=jnp.stack([scalars[spec.tag].weight for spec in specs], axis=-1),
     )
 
 
@@ -96,7 +97,7 @@ def idle_packed(specs: tuple[MetricSpec, ...]) -> Scalar:
 def reduce_packed(specs: tuple[MetricSpec, ...], packed: Scalar) -> dict[str, jax.Array]:
     """``{tag: ()}`` from a chunk's stacked packed metrics ``[K, M]``."""
     return {
-        spec.tag: reduce_one(spec, Scalar(value=packed.value[:, i], weight=packed.weight[:, i]))
+        spec.tag: reduce_one(spec, Scalar(value=packed.value[..., i], weight=packed.weight[..., i]))
         for i, spec in enumerate(specs)
     }
 
@@ -115,18 +116,5 @@ def reduce_one(spec: MetricSpec, scalar: Scalar) -> jax.Array:
 
 
 def reduce_chunk(specs: tuple[MetricSpec, ...], scalars: dict[str, Scalar]) -> dict[str, jax.Array]:
-    """``{tag: ()}`` from ``{tag: Scalar[K]}``; every declared tag must be present.
-
-    Raises:
-      KeyError: a declared metric was not produced, or a produced one was not declared
-        (caught at trace time, so a forgotten declaration never silently drops a metric).
-    """
-    declared = {spec.tag for spec in specs}
-    missing = declared - set(scalars)
-    extra = set(scalars) - declared
-    if missing or extra:
-        raise KeyError(
-            f"metrics declared but not produced: {sorted(missing)}; "
-            f"produced but not declared: {sorted(extra)}"
-        )
-    return {spec.tag: reduce_one(spec, scalars[spec.tag]) for spec in specs}
+    """``{tag: ()}`` from ``{tag: Scalar[K]}`` (the unpacked form of :func:`reduce_packed`)."""
+    return reduce_packed(specs, pack(specs, scalars))

@@ -25,8 +25,8 @@ from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import CheckpointError, PolicyState
 from jaxrl.config import Config, ConfigError, EnvConfig
 from jaxrl.curriculum import stage_params
-from jaxrl.evaluate import eval_layout, load_policy
-from jaxrl.match import MatchSpec, idle_plan, match_step, start_matches
+from jaxrl.evaluate import eval_layout, eval_spec, load_policy
+from jaxrl.match import idle_plan, match_step, start_matches
 from jaxrl.setup import Setup, init_params, make_setup
 from jaxrl.types import RunningStats
 
@@ -54,13 +54,7 @@ def policy_states(
     the other team plays ``opponent_kind`` (default: what the env params name).
     """
     layout = eval_layout(setup, 1)
-    spec = MatchSpec(
-        env=setup.env,
-        policy=setup.policy,
-        layout=layout,
-        deterministic=deterministic,
-        eval_deterministic=deterministic,
-    )
+    spec = eval_spec(setup, layout, deterministic)
     plan = idle_plan(layout, env_params)
     if opponent_kind is not None:
         plan = plan.replace(opponent_kind=jnp.full((1,), opponent_kind, jnp.int32))

@@ -39,8 +39,8 @@ from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import Checkpointer, CheckpointError, PolicyState
 from jaxrl.config import ConfigError, load_config
 from jaxrl.elo import bootstrap_elo, fit_elo
-from jaxrl.evaluate import eval_layout
-from jaxrl.match import NETWORK, MatchCarry, MatchPlan, MatchSpec, match_step, start_matches
+from jaxrl.evaluate import eval_layout, eval_spec
+from jaxrl.match import NETWORK, MatchCarry, MatchPlan, match_step, start_matches
 from jaxrl.setup import Setup, init_params, make_setup
 from jaxrl.types import RunningStats
 
@@ -243,13 +243,7 @@ def play_pair(
     layout = dataclasses.replace(
         eval_layout(setup, games), pool_lanes=1, lane_envs=games, pool_size=1
     )
-    spec = MatchSpec(
-        env=setup.env,
-        policy=setup.policy,
-        layout=layout,
-        deterministic=deterministic,
-        eval_deterministic=deterministic,
-    )
+    spec = eval_spec(setup, layout, deterministic)
     mine = jax.tree.map(lambda x: x[first], policies)
     theirs = jax.tree.map(lambda x: jnp.stack([x[second], x[second]]), policies)
     plan = MatchPlan(
