@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl.layout import shard_rows
 from jaxrl.networks import make_distribution
 from jaxrl.normalize import normalize
 from jaxrl.types import RunningStats
@@ -54,6 +55,8 @@ def act(
     is_first: jax.Array,
     key: jax.Array,
     deterministic: bool | jax.Array = False,
+    axis: str | None = None,
+    devices: int = 1,
 ) -> ActOutput:
     """Choose actions for one step of raw observations ``obs [B, ...]``.
 
@@ -66,6 +69,10 @@ def act(
       key: samples the actions.
       deterministic: take the mode instead of sampling: a Python bool for all rows, or a
         [B] bool array per row (evaluation rows next to training rows).
+      axis: data-parallel mesh axis; these rows are this device's share of ``devices * B``
+        rows, and the sampling noise is drawn for all of them and sliced, so every row gets
+        the number it would get on one device.
+      devices: devices along ``axis``.
     """
     obs_norm = normalize(policy.obs_stats, obs, spec.normalize_obs)
     hidden, policy_out, value = spec.network.apply(
@@ -77,15 +84,22 @@ def act(
         mean, log_std = policy_out
         dist_params = (mean[0], log_std)  # mean [B, A], log_std [A]
     dist = make_distribution(dist_params, spec.discrete)
-    if deterministic is False:
+    if deterministic is False and not axis:
         action, log_prob = dist.sample_and_log_prob(seed=key)
     else:
         if deterministic is True:
             action = dist.mode()
         else:
-            mode, sample = dist.mode(), dist.sample(seed=key)
-            select = deterministic.reshape(deterministic.shape + (1,) * (sample.ndim - 1))
-            action = jnp.where(select, mode, sample)
+            sample = (
+                sample_rows(dist_params, spec.discrete, key, axis, devices)
+                if axis
+                else dist.sample(seed=key)
+            )
+            if deterministic is False:
+                action = sample
+            else:
+                select = deterministic.reshape(deterministic.shape + (1,) * (sample.ndim - 1))
+                action = jnp.where(select, dist.mode(), sample)
         log_prob = dist.log_prob(action)
     return ActOutput(
         hidden=hidden,
@@ -94,6 +108,24 @@ def act(
         value=value[0],
         obs_norm=obs_norm,
     )
+
+
+def sample_rows(dist_params, discrete: bool, key, axis: str, devices: int) -> jax.Array:
+    """This device's rows of one draw for all ``devices`` devices' rows.
+
+    The noise is what distrax draws for the global batch (Gumbel for a categorical, normal
+    for a diagonal Gaussian, shape ``[1, devices * B, ...]``), sliced to this device's rows:
+    the same actions as one device stepping every row (tested).
+    """
+    logits_or_mean = dist_params if discrete else dist_params[0]
+    rows = logits_or_mean.shape[0]
+    shape = (1, devices * rows) + logits_or_mean.shape[1:]
+    if discrete:
+        noise = shard_rows(jax.random.gumbel(key, shape, logits_or_mean.dtype)[0], axis, rows)
+        return jnp.argmax(noise + logits_or_mean, axis=-1)
+    mean, log_std = dist_params
+    noise = shard_rows(jax.random.normal(key, shape, mean.dtype)[0], axis, rows)
+    return mean + jnp.exp(log_std) * noise
 
 
 def value_of(

@@ -88,9 +88,9 @@ class Checkpointer:
         """The newest saved update step, or None."""
         return self.manager.latest_step()
 
-    def save(self, runner: RunnerState, meta: dict[str, Any]) -> int:
-        """Save ``runner`` at its update step; returns the step."""
-        step = int(runner.update_step)
+    def save(self, runner: RunnerState, meta: dict[str, Any], step: int | None = None) -> int:
+        """Save ``runner`` at ``step`` (default: its update step); returns the step."""
+        step = int(runner.update_step) if step is None else int(step)
         policy, rest, features = split_runner(runner)
         self.manager.save(
             step,

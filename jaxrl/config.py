@@ -25,6 +25,15 @@ CORES = ("none", "gru", "lstm")
 PFSP = ("hard", "variance", "uniform")
 SIDES = ("random", "first")
 SWITCHABLE = ("selfplay",)  # features a curriculum stage can switch on (off elsewhere)
+# Hyperparameters a sweep may vary (traced: no recompile per value) -> Hyper field.
+SWEEPABLE = {
+    "ppo.lr": "lr",
+    "ppo.ent_coef": "ent_coef",
+    "ppo.clip_eps": "clip_eps",
+    "ppo.gamma": "gamma",
+    "ppo.gae_lambda": "gae_lambda",
+    "ppo.vf_coef": "vf_coef",
+}
 
 
 class ConfigError(ValueError):
@@ -84,6 +93,7 @@ class TrainConfig:
     updates_per_chunk: int = 32  # updates per compiled call; the host sees metrics between
     max_nonfinite_updates: int = 10  # stop after this many non-finite updates in a row
     progress_bar: bool = True  # tqdm progress bar on stderr
+    num_seeds: int = 1  # independent runs (seeds seed .. seed+N-1) vmapped in one program
 
 
 @dataclass(frozen=True)
@@ -149,6 +159,13 @@ class EvaluationConfig:
 
 
 @dataclass(frozen=True)
+class MeshConfig:
+    """Devices the env batch is sharded over (params replicated, gradients averaged)."""
+
+    devices: Any = "all"  # "all" (every device of every process) or a number of devices
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole run."""
 
@@ -162,8 +179,16 @@ class Config:
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    sweep: dict[str, list[float]] = field(default_factory=dict)  # {ppo.lr: [1e-4, 3e-4]}
+    mesh: MeshConfig = field(default_factory=MeshConfig)
 
     # ---- derived sizes -------------------------------------------------------------------
+    @property
+    def num_members(self) -> int:
+        """Runs trained together: sweep points x seeds."""
+        points = len(next(iter(self.sweep.values()))) if self.sweep else 1
+        return points * self.train.num_seeds
+
     @property
     def batch_size(self) -> int:
         """Transitions per update: ``num_envs * num_steps``."""
@@ -284,6 +309,7 @@ _DATACLASSES = {
         SelfPlayConfig,
         EvalLaneConfig,
         EvaluationConfig,
+        MeshConfig,
         Config,
     )
 }
@@ -298,6 +324,8 @@ _SECTIONS = (
     "curriculum",
     "selfplay",
     "evaluation",
+    "sweep",
+    "mesh",
 )
 CURRICULUM_METRICS = ("episode_return", "episode_length")
 
@@ -367,6 +395,15 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
     for key, value in parse_overrides(overrides or []):
         _set_path(data, key, value)
     return config_from_dict(data)
+
+
+def load_run_config(run_dir: str | Path) -> Config:
+    """The saved config of a run, set to play its policy on one device here.
+
+    Evaluation, rendering and tournaments read only the replicated policy item, so a run
+    trained on any number of devices or processes restores on this one.
+    """
+    return load_config(Path(run_dir) / "config.yaml", ["mesh.devices=1"])
 
 
 def save_config(config: Config, path: str | Path) -> None:
@@ -503,8 +540,88 @@ def validate(config: Config) -> None:
         replay == 0.0 or len(config.curriculum.stages) >= 2,
         "curriculum.replay needs at least two curriculum.stages",
     )
+    _validate_mesh(config)
     _validate_selfplay(config, base_params)
     _validate_evaluation(config, base_params)
+    _validate_members(config)
+
+
+# Each sweepable value must satisfy the rule of its ppo field.
+_SWEEP_RULES = {
+    "ppo.lr": (lambda v: 0 < v < math.inf, "a finite number > 0"),
+    "ppo.ent_coef": (lambda v: v >= 0, ">= 0"),
+    "ppo.clip_eps": (lambda v: v > 0, "> 0"),
+    "ppo.gamma": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "ppo.gae_lambda": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "ppo.vf_coef": (lambda v: v >= 0, ">= 0"),
+}
+
+
+def _validate_members(config: Config) -> None:
+    train = config.train
+    _require(train.num_seeds >= 1, f"train.num_seeds must be >= 1, got {train.num_seeds}")
+    lengths = set()
+    for key, values in config.sweep.items():
+        _require(
+            key in SWEEPABLE,
+            f"sweep: {key!r} cannot be swept (sweepable: {', '.join(SWEEPABLE)})"
+            + _suggest(str(key), list(SWEEPABLE)),
+        )
+        _require(
+            isinstance(values, (list, tuple)) and len(values) >= 1,
+            f"sweep.{key}: expected a non-empty list of numbers, got {values!r}",
+        )
+        rule, text = _SWEEP_RULES[key]
+        for value in values:
+            _require(
+                isinstance(value, (int, float)) and not isinstance(value, bool),
+                f"sweep.{key}: expected numbers, got {value!r}",
+            )
+            _require(rule(float(value)), f"sweep.{key}: every value must be {text}, got {value}")
+        lengths.add(len(values))
+    _require(
+        len(lengths) <= 1,
+        "sweep: every list must have the same length (values are zipped), got lengths "
+        f"{sorted(lengths)}",
+    )
+
+
+def mesh_size(config: Config) -> int:
+    """Devices the env batch would be sharded over (``mesh.devices``, "all": every device)."""
+    import jax  # local: config stays importable without starting a backend
+
+    available = jax.device_count()
+    devices = config.mesh.devices
+    return available if devices == "all" else int(devices)
+
+
+def _validate_mesh(config: Config) -> None:
+    import jax  # local: config stays importable without starting a backend
+
+    devices = config.mesh.devices
+    _require(
+        devices == "all" or (isinstance(devices, int) and not isinstance(devices, bool)),
+        f"mesh.devices must be 'all' or a number of devices, got {devices!r}",
+    )
+    _require(devices == "all" or devices >= 1, f"mesh.devices must be >= 1, got {devices}")
+    available = jax.device_count()
+    _require(
+        devices == "all" or devices <= available,
+        f"mesh.devices: {devices} devices asked for, {available} available",
+    )
+    count = mesh_size(config)
+    if count == 1:
+        return
+    where = f"over {count} devices (mesh.devices={devices})"
+    _require(
+        config.env.num_envs % count == 0,
+        f"env.num_envs ({config.env.num_envs}) does not divide {where}",
+    )
+    for i, lane in enumerate(config.evaluation.lanes):
+        _require(
+            lane.envs % count == 0,
+            f"evaluation.lanes[{i}].envs ({lane.envs}) does not divide {where}",
+        )
 
 
 def _validate_selfplay(config: Config, base_params: Any) -> None:
@@ -540,14 +657,16 @@ def _validate_selfplay(config: Config, base_params: Any) -> None:
     )
     _require(sp.elo_k > 0, f"selfplay.elo_k must be > 0, got {sp.elo_k}")
     _require(sp.lanes >= 1, f"selfplay.lanes must be >= 1, got {sp.lanes}")
-    num_envs = config.env.num_envs
+    count = mesh_size(config)
+    num_envs = config.env.num_envs // count  # the groups are laid out on every device
     latest = round(sp.latest_fraction * num_envs)
     rule = round(sp.rule_fraction * num_envs)
     pool = num_envs - latest - rule
+    per_device = f" per device ({count} devices)" if count > 1 else ""
     _require(
         pool % sp.lanes == 0,
-        f"selfplay.lanes: the {pool} pool envs (env.num_envs {num_envs} - {latest} latest - "
-        f"{rule} rule) do not divide into {sp.lanes} equal lanes",
+        f"selfplay.lanes: the {pool} pool envs{per_device} (env.num_envs {num_envs} - {latest} "
+        f"latest - {rule} rule) do not divide into {sp.lanes} equal lanes",
     )
     del base_params
 

@@ -266,7 +266,7 @@ class Curriculum(Feature):
         layout = self.layout
         on_stage = jnp.zeros((layout.total_envs,), bool)
         on_stage = set_rows(on_stage, 0, self.env_stages(state.stage) == state.stage)
-        sums = masked_sums(result.sums, on_stage)
+        sums = masked_sums(result.sums, on_stage, layout.axis)
         per_episode = jnp.maximum(sums.episodes, 1.0)
         per_match = jnp.maximum(sums.matches, 1.0)
         stage_metrics = {

@@ -27,7 +27,7 @@ import envs
 from jaxrl.config import EvaluationConfig
 from jaxrl.elo import elo_from_score
 from jaxrl.features import Feature, FeatureOutput, UpdateResult, set_rows
-from jaxrl.layout import Layout
+from jaxrl.layout import Layout, total
 from jaxrl.match import MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar
 
@@ -84,8 +84,9 @@ class EvalLanes(Feature):
         lanes = jnp.asarray(self.layout.eval_lane_of_env())
         count = len(self.names)
 
-        def per_lane(x):  # [N] -> [Ln] over the evaluation envs
-            return jax.ops.segment_sum(x[self.layout.num_envs :], lanes, num_segments=count)
+        def per_lane(x):  # [N] -> [Ln] over the evaluation envs of every device
+            lane_sums = jax.ops.segment_sum(x[self.layout.num_envs :], lanes, num_segments=count)
+            return total(lane_sums, self.layout.axis)
 
         sums = result.sums
         state = EvalLanesState(
@@ -147,9 +148,9 @@ def make_eval_lanes(config, layout: Layout, base_params: Any, outcome_names) -> 
     if not config.evaluation.lanes:
         return None
     per_env = []
-    for lane in config.evaluation.lanes:
+    for lane, count in zip(config.evaluation.lanes, layout.eval_lane_envs, strict=True):
         params = envs.override_params(base_params, lane.env)
-        per_env += [params] * lane.envs
+        per_env += [params] * count  # this device's envs of the lane
     stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *per_env)
     return EvalLanes(
         config=config.evaluation,

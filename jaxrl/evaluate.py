@@ -26,7 +26,7 @@ from flax import struct
 import envs
 from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import Checkpointer, CheckpointError, PolicyState
-from jaxrl.config import ConfigError, load_config, parse_overrides
+from jaxrl.config import ConfigError, load_run_config, parse_overrides
 from jaxrl.curriculum import stage_params
 from jaxrl.layout import Layout
 from jaxrl.match import MatchCarry, MatchSpec, idle_plan, match_step, start_matches
@@ -46,6 +46,9 @@ class EvalResult:
     episodes: int
     deterministic: bool
     outcomes: dict = dataclasses.field(default_factory=dict)  # mean env-reported outcomes
+    seed: int | None = None  # the member's seed (runs with several members)
+    member: str | None = None  # the member's name (its TensorBoard run)
+    sweep: dict = dataclasses.field(default_factory=dict)  # the member's swept values
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -161,16 +164,23 @@ def run_episodes(
 
 
 def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, PolicyState, int]:
-    """Config, env and network of a run, with params restored from a checkpoint."""
+    """Config, env and network of a run, with params restored from a checkpoint.
+
+    A run with several members (seeds, sweep points) gives policies with a leading ``[R]``.
+    Only the replicated policy item is read, so any number of devices restores it.
+    """
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():
         raise CheckpointError(f"{run_dir} is not a run directory (no config.yaml)")
-    config = load_config(run_dir / "config.yaml")
+    config = load_run_config(run_dir)
     setup = make_setup(config)
     like = PolicyState(
         params=init_params(setup, jax.random.key(0)),
         obs_stats=RunningStats.create(setup.obs_shape),
     )
+    count = setup.members.count
+    if count > 1:  # a leading [R] axis: one policy per member
+        like = jax.tree.map(lambda x: jnp.broadcast_to(x, (count,) + x.shape), like)
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)
     try:
         policy, step = checkpointer.restore_policy(like, step)
@@ -189,7 +199,7 @@ def evaluate(
     opponent: str | None = None,
     env_overrides: dict | None = None,
     team_size: int | None = None,
-) -> EvalResult:
+) -> EvalResult | list[EvalResult]:
     """Restore params (latest checkpoint or ``step``) and play ``episodes`` episodes.
 
     For a curriculum run, the episodes use the params of curriculum ``stage`` (default:
@@ -198,6 +208,9 @@ def evaluate(
     two-team env the learner plays team 0 against ``opponent`` (a scripted policy of the
     env: ``rule``, ``random``, ``idle``), by default the one the env params name, with
     ``team_size`` cars a side if given (``env.with_team_size``, applied last).
+
+    A run with several members (``train.num_seeds``, ``sweep``) gives one result per member,
+    in member order, each naming its seed and swept values.
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -227,18 +240,33 @@ def evaluate(
         if not 1 <= team_size <= setup.layout.team_size:
             raise ValueError(f"--team-size must be in 1..{setup.layout.team_size}, got {team_size}")
         env_params = setup.env.with_team_size(env_params, team_size)
-    play = jax.jit(run_episodes, static_argnums=(0, 3, 4))
-    stats = jax.device_get(
-        play(
+
+    def play(policy):
+        return run_episodes(
             setup, policy, jax.random.key(seed), episodes, deterministic, env_params, opponent_kind
         )
-    )
+
+    members = setup.members
+    if members.count == 1:
+        return _result(jax.device_get(jax.jit(play)(policy)), step, episodes, deterministic)
+    stats = jax.device_get(jax.jit(jax.vmap(play))(policy))  # every member, one compile
+    return [
+        dataclasses.replace(
+            _result(jax.tree.map(lambda x, i=i: x[i], stats), step, episodes, deterministic),
+            seed=members.seeds[i],
+            member=members.names[i],
+            sweep=dict(members.points[i]),
+        )
+        for i in range(members.count)
+    ]
+
+
+def _result(stats: EpisodeStats, step: int, episodes: int, deterministic: bool) -> EvalResult:
     returns = np.asarray(stats.episode_return, dtype=np.float64)
-    lengths = stats.episode_length
     return EvalResult(
         mean_return=float(returns.mean()),
         std_return=float(returns.std()),
-        mean_length=float(np.mean(lengths)),
+        mean_length=float(np.mean(stats.episode_length)),
         returns=tuple(float(r) for r in returns),
         step=int(step),
         episodes=episodes,
@@ -290,16 +318,36 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    results = result if isinstance(result, list) else [result]
     if args.json:
-        print(json.dumps(result.to_dict()))
-    else:
+        if isinstance(result, list):
+            print(json.dumps({"seeds": [_member_json(r) for r in results]}))
+        else:
+            print(json.dumps(_single_json(result)))
+        return 0
+    for r in results:
         print(
-            f"step {result.step}: return {result.mean_return:.2f} +- {result.std_return:.2f} "
-            f"over {result.episodes} episodes (mean length {result.mean_length:.1f}, "
-            f"{'deterministic' if result.deterministic else 'stochastic'} actions)"
-            + "".join(f", {k} {v:.3f}" for k, v in result.outcomes.items())
+            (f"{r.member}: " if r.member else "")
+            + f"step {r.step}: return {r.mean_return:.2f} +- {r.std_return:.2f} "
+            f"over {r.episodes} episodes (mean length {r.mean_length:.1f}, "
+            f"{'deterministic' if r.deterministic else 'stochastic'} actions)"
+            + "".join(f", {k} {v:.3f}" for k, v in r.outcomes.items())
         )
     return 0
+
+
+def _single_json(result: EvalResult) -> dict:
+    """A one-member run's JSON (as before members existed)."""
+    data = result.to_dict()
+    for key in ("seed", "member", "sweep"):
+        data.pop(key)
+    return data
+
+
+def _member_json(result: EvalResult) -> dict:
+    """One entry of ``{"seeds": [...]}``: seed first, then the result."""
+    data = result.to_dict()
+    return {"seed": data.pop("seed"), **data}
 
 
 if __name__ == "__main__":

@@ -28,18 +28,19 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl.layout import total
 from jaxrl.match import MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar
 from jaxrl.types import EpisodeSums, RunningStats
 
 
 class UpdateResult(struct.PyTreeNode):
-    """What a feature sees of one update."""
+    """What a feature sees of one update (data-parallel: this device's envs, global rest)."""
 
     params: Any  # the learner's params after the update
     obs_stats: RunningStats  # the learner's normaliser after the rollout
-    sums: EpisodeSums  # [N] episodes that ended during the rollout, per env
-    slot_results: Any  # [K + 1, 3] pure pool-lane matches per slot (learner W/D/L), or None
+    sums: EpisodeSums  # [N] episodes that ended during the rollout, per env of this device
+    slot_results: Any  # [K + 1, 3] pure pool matches per slot, all devices, or None
     plan: MatchPlan  # the plan the rollout played under
     update_step: jax.Array  # () int32, updates done including this one
 
@@ -85,10 +86,14 @@ class Feature(abc.ABC):
         return []
 
 
-def masked_sums(sums: EpisodeSums, mask: jax.Array) -> EpisodeSums:
-    """Scalar totals of the envs where ``mask [N]`` is set."""
+def masked_sums(sums: EpisodeSums, mask: jax.Array, axis: str | None = None) -> EpisodeSums:
+    """Scalar totals of the envs where ``mask [N]`` is set, over every device of ``axis``.
+
+    Data-parallel, every device gets the same totals, so every decision made from them (a
+    promotion, an Elo update) is the same on all devices.
+    """
     weight = mask.astype(jnp.float32)
-    return jax.tree.map(lambda x: jnp.sum(x * weight), sums)
+    return jax.tree.map(lambda x: total(jnp.sum(x * weight), axis), sums)
 
 
 def set_rows(tree: Any, start: int, rows: Any) -> Any:

@@ -13,12 +13,20 @@ opponent groups, in this order::
 Groups are static, so every opponent's forward pass runs on a static slice with its own
 params: there is no per-env copy of params, and changing who is in the pool never retraces.
 Without self-play every env's opponent is the scripted policy its env params name.
+
+Data-parallel over ``D`` devices, every size here is per device: device ``d`` steps the
+global envs ``[d * total_envs, (d + 1) * total_envs)``, with the groups above in that slice.
+Randomness is drawn for the global batch and sliced (:func:`shard_rows`), so a run on D
+devices steps the same envs with the same random numbers as on one (the minibatch shuffle
+excepted: each device shuffles its own rows).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import Config
@@ -39,6 +47,8 @@ class Layout:
     lane_envs: int  # envs per pool lane
     pool_size: int  # snapshots kept (0 without self-play)
     per_env_params: bool  # env params differ per env (replay or evaluation lanes)
+    devices: int = 1  # devices the env batch is sharded over (every size above is per device)
+    axis: str | None = None  # the mesh axis inside the sharded step (None on one device)
 
     @property
     def actors_per_env(self) -> int:
@@ -75,13 +85,16 @@ class Layout:
         return np.repeat(np.arange(len(self.eval_lane_envs)), self.eval_lane_envs).astype(np.int32)
 
 
-def make_layout(config: Config, env) -> Layout:
-    """The layout of ``config`` for the (wrapped) ``env``; sizes are checked by the config."""
+def make_layout(config: Config, env, devices: int = 1) -> Layout:
+    """The per-device layout of ``config`` for the (wrapped) ``env`` on ``devices`` devices.
+
+    Sizes are checked by the config (they divide over the devices).
+    """
     num_agents = int(getattr(env, "num_agents", 1))
     two_team = int(getattr(env, "num_teams", 1)) == 2
     team_size = int(getattr(env, "team_size", num_agents)) if two_team else num_agents
     sp = config.selfplay
-    num_envs = config.env.num_envs
+    num_envs = config.env.num_envs // devices
     if sp.pool_size > 0:
         latest = round(sp.latest_fraction * num_envs)
         rule = round(sp.rule_fraction * num_envs)
@@ -90,7 +103,7 @@ def make_layout(config: Config, env) -> Layout:
         lane_envs = pool // sp.lanes if pool > 0 else 0
     else:
         latest = rule = lanes = lane_envs = 0
-    eval_lanes = tuple(lane.envs for lane in config.evaluation.lanes)
+    eval_lanes = tuple(lane.envs // devices for lane in config.evaluation.lanes)
     return Layout(
         num_envs=num_envs,
         eval_lane_envs=eval_lanes,
@@ -103,4 +116,27 @@ def make_layout(config: Config, env) -> Layout:
         lane_envs=lane_envs,
         pool_size=sp.pool_size,
         per_env_params=bool(eval_lanes) or config.curriculum.replay > 0,
+        devices=devices,
+        axis=DATA_AXIS if devices > 1 else None,
     )
+
+
+DATA_AXIS = "data"  # the 1-D mesh axis the env batch is sharded over
+
+
+def total(x, axis: str | None):
+    """``x`` summed over the devices of ``axis`` (itself on one device)."""
+    return jax.lax.psum(x, axis) if axis else x
+
+
+def device_index(axis: str | None) -> jax.Array:
+    """This device's index along ``axis`` (0 on one device)."""
+    return jax.lax.axis_index(axis) if axis else jnp.zeros((), jnp.int32)
+
+
+def shard_rows(x: jax.Array, axis: str | None, rows: int) -> jax.Array:
+    """This device's ``rows`` rows of ``x``, drawn for all devices (``[D * rows, ...]``)."""
+    if not axis:
+        return x
+    start = device_index(axis) * rows
+    return jax.lax.dynamic_slice_in_dim(x, start, rows, axis=0)

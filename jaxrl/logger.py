@@ -29,3 +29,13 @@ class Logger:
         """Flush and close the event file."""
         self.writer.flush()
         self.writer.close()
+
+
+class NullLogger:
+    """A logger that writes nothing (the processes other than 0 of a multi-process run)."""
+
+    def scalars(self, step: int, values: dict[str, float]) -> None:
+        """Drop the values."""
+
+    def close(self) -> None:
+        """Nothing to close."""

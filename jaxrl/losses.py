@@ -14,14 +14,15 @@ from jaxrl.types import LossMetrics
 
 
 class LossHyperparams(struct.PyTreeNode):
-    """Static loss settings (Python values, fixed at trace time)."""
+    """Loss settings: coefficients (traced: a sweep varies them) and static switches."""
 
-    clip_eps: float = struct.field(pytree_node=False)
-    vf_coef: float = struct.field(pytree_node=False)
-    ent_coef: float = struct.field(pytree_node=False)
+    clip_eps: jax.Array  # () float32 ratio (and value) clip
+    vf_coef: jax.Array  # () float32 value loss weight
+    ent_coef: jax.Array  # () float32 entropy bonus weight
     clip_value: bool = struct.field(pytree_node=False)
     normalize_advantages: bool = struct.field(pytree_node=False)
     masked: bool = struct.field(pytree_node=False, default=False)  # multi-agent: mask slots
+    axis: str | None = struct.field(pytree_node=False, default=None)  # data-parallel mesh axis
 
 
 class Minibatch(struct.PyTreeNode):
@@ -58,19 +59,27 @@ def ppo_loss(
     _, policy_params, value = network.apply(params, batch.hidden, batch.obs, batch.is_first)
     dist = make_distribution(policy_params, discrete)
     log_prob = dist.log_prob(batch.action)
+    # Data-parallel: each device holds a slice of the minibatch. Means divide local sums by
+    # the global count, so the loss, its gradient and the metrics are this device's share of
+    # the global mean: the train step sums them over devices.
+    total = (lambda x: jax.lax.psum(x, hp.axis)) if hp.axis else (lambda x: x)  # noqa: E731
     if hp.masked:
         # Empty agent slots of multi-agent envs count for nothing.
         weight = batch.mask.astype(jnp.float32)
-        count = jnp.maximum(weight.sum(), 1.0)
+        count = jnp.maximum(total(weight.sum()), 1.0)
         mean = lambda x: (x * weight).sum() / count  # noqa: E731
+    elif hp.axis:
+        count = total(jnp.asarray(batch.advantage.size, jnp.float32))
+        mean = lambda x: x.sum() / count  # noqa: E731
     else:
         mean = jnp.mean
     entropy = mean(dist.entropy())
 
     advantage = batch.advantage
     if hp.normalize_advantages:
-        centred = advantage - mean(advantage)
-        advantage = centred / (jnp.sqrt(mean(jnp.square(centred))) + 1e-8)
+        # Statistics of the whole minibatch (all devices); advantages carry no gradient.
+        centred = advantage - total(mean(advantage))
+        advantage = centred / (jnp.sqrt(total(mean(jnp.square(centred)))) + 1e-8)
 
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)

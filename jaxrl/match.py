@@ -37,7 +37,7 @@ import numpy as np
 from flax import struct
 
 from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act
-from jaxrl.layout import Layout
+from jaxrl.layout import Layout, shard_rows
 
 FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
 NETWORK = -2  # opponent (or learner) kind: a network
@@ -82,15 +82,21 @@ class StepKeys(struct.PyTreeNode):
 
 
 def step_keys(spec: MatchSpec, key: jax.Array) -> StepKeys:
-    """Split ``key`` into the keys of one match step (one split call)."""
+    """Split ``key`` into the keys of one match step (one split call).
+
+    Per-env keys are drawn for the envs of every device and sliced to this device's
+    (:func:`jaxrl.layout.shard_rows`): env ``e`` gets the same key on any number of devices.
+    """
     layout = spec.layout
-    num_envs = layout.total_envs
+    num_envs, axis, devices = layout.total_envs, layout.axis, layout.devices
+    every = num_envs * devices
+    mine = lambda keys: shard_rows(keys, axis, num_envs)  # noqa: E731
     if not layout.two_team:
-        keys = jax.random.split(key, 1 + num_envs)
-        return StepKeys(learner=keys[0], env=keys[1:])
+        keys = jax.random.split(key, 1 + every)
+        return StepKeys(learner=keys[0], env=mine(keys[1:]))
     lanes = max(layout.pool_lanes, 1)
-    keys = jax.random.split(key, 3 + 3 * num_envs + lanes)
-    envs_at = lambda i: keys[3 + i * num_envs : 3 + (i + 1) * num_envs]  # noqa: E731
+    keys = jax.random.split(key, 3 + 3 * every + lanes * devices)
+    envs_at = lambda i: mine(keys[3 + i * every : 3 + (i + 1) * every])  # noqa: E731
     return StepKeys(
         learner=keys[0],
         side=keys[1],
@@ -98,7 +104,7 @@ def step_keys(spec: MatchSpec, key: jax.Array) -> StepKeys:
         env=envs_at(0),
         scripted=envs_at(1),
         mine=envs_at(2),
-        lanes=keys[3 + 3 * num_envs :],
+        lanes=shard_rows(keys[3 + 3 * every :], axis, lanes),
     )
 
 
@@ -186,9 +192,11 @@ def _concat(a: Any, b: Any) -> Any:
 # ----------------------------------------------------------------------------- start
 
 
-def draw_sides(plan: MatchPlan, key: jax.Array) -> jax.Array:
+def draw_sides(layout: Layout, plan: MatchPlan, key: jax.Array) -> jax.Array:
     """[N] int32: the learner's team for new matches (random where ``plan.random_side``)."""
-    bits = jax.random.bernoulli(key, 0.5, plan.random_side.shape).astype(jnp.int32)
+    num_envs = plan.random_side.shape[0]
+    bits = jax.random.bernoulli(key, 0.5, (num_envs * layout.devices,)).astype(jnp.int32)
+    bits = shard_rows(bits, layout.axis, num_envs)
     fixed = 0 if plan.side is None else plan.side
     return jnp.where(plan.random_side, bits, fixed).astype(jnp.int32)
 
@@ -205,9 +213,8 @@ def start_matches(
     key_reset, key_side = jax.random.split(key)
     del key
     params_axis = 0 if layout.per_env_params else None
-    obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, params_axis))(
-        jax.random.split(key_reset, num_envs), plan.env_params
-    )
+    keys = shard_rows(jax.random.split(key_reset, num_envs * layout.devices), layout.axis, num_envs)
+    obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, params_axis))(keys, plan.env_params)
     obs = obs.astype(jnp.float32)
     num_rows = num_envs * layout.actors_per_env
     if not layout.two_team:
@@ -219,7 +226,7 @@ def start_matches(
             side=jnp.zeros((num_envs,), jnp.int32),
             opponent=None,
         )
-    side = draw_sides(plan, key_side)
+    side = draw_sides(layout, plan, key_side)
     size = layout.team_size
     lanes, lane_envs = layout.pool_lanes, layout.lane_envs
     opponent = OpponentCarry(
@@ -303,6 +310,8 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
         carry.is_first,
         keys.learner,
         _learner_deterministic(spec, 0),
+        layout.axis,
+        layout.devices,
     )
     num_envs = layout.total_envs
     action = out.action
@@ -372,6 +381,8 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         first,
         keys.learner,
         _learner_deterministic(spec, latest_rows),
+        layout.axis,
+        layout.devices,
     )
     mine = jax.tree.map(lambda x: x[:learner_rows], out)
     learner_action = _env_major(mine.action, size)  # [N, S]
@@ -433,7 +444,7 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
     done = jnp.logical_or(terminated, truncated)  # [N]
     truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
     side = carry.side
-    new_side = jnp.where(done, draw_sides(plan, keys.side), side)
+    new_side = jnp.where(done, draw_sides(layout, plan, keys.side), side)
 
     def mine_of(x):  # [N, 2S, ...] of this step -> learner rows [N * S, ...]
         return _rows(team_rows(x, side, own=True))
@@ -470,7 +481,10 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         )
         fresh = opp.fresh | pool_done | ~networked
         ready = fresh.all(axis=1)  # [L]
-        drawn = jax.random.categorical(keys.draw, jnp.log(plan.lane_probs), shape=(lanes,))
+        drawn = jax.random.categorical(
+            keys.draw, jnp.log(plan.lane_probs), shape=(lanes * layout.devices,)
+        )
+        drawn = shard_rows(drawn, layout.axis, lanes)
         lane_slot = jnp.where(ready, drawn.astype(jnp.int32), opp.lane_slot)
         switched = ready & (lane_slot != opp.lane_slot)
         fresh = jnp.where(ready[:, None], False, fresh)

@@ -10,12 +10,21 @@ from jaxrl.types import RunningStats
 CLIP = 10.0  # normalised observations are clipped to +-CLIP
 
 
-def update_stats(stats: RunningStats, batch: jax.Array) -> RunningStats:
-    """Merge a batch ``[N, *obs_shape]`` into the running moments (Chan et al.)."""
+def update_stats(stats: RunningStats, batch: jax.Array, axis: str | None = None) -> RunningStats:
+    """Merge a batch ``[N, *obs_shape]`` into the running moments (Chan et al.).
+
+    ``axis``: data-parallel mesh axis; the batch is every device's rows together (global
+    moments by two sums over devices), so every device keeps the same statistics.
+    """
     batch = batch.astype(jnp.float32)
-    batch_count = jnp.asarray(batch.shape[0], jnp.float32)
-    batch_mean = batch.mean(axis=0)
-    batch_var = batch.var(axis=0)
+    if axis:
+        batch_count = jax.lax.psum(jnp.asarray(batch.shape[0], jnp.float32), axis)
+        batch_mean = jax.lax.psum(batch.sum(axis=0), axis) / batch_count
+        batch_var = jax.lax.psum(jnp.square(batch - batch_mean).sum(axis=0), axis) / batch_count
+    else:
+        batch_count = jnp.asarray(batch.shape[0], jnp.float32)
+        batch_mean = batch.mean(axis=0)
+        batch_var = batch.var(axis=0)
     delta = batch_mean - stats.mean
     total = stats.count + batch_count
     mean = stats.mean + delta * batch_count / total

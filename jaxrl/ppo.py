@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl.losses import Minibatch, ppo_loss
+from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
 from jaxrl.permutation import permutation
 from jaxrl.setup import Setup
 from jaxrl.types import LossMetrics
@@ -30,13 +30,25 @@ class StepMetrics(struct.PyTreeNode):
     nonfinite: jax.Array  # () bool, the step was skipped
 
 
-def minibatch_step(setup: Setup, state: OptState, batch: Minibatch) -> tuple[OptState, StepMetrics]:
-    """One gradient step; optax's ``apply_if_finite`` skips it if the gradient is not finite."""
+def minibatch_step(
+    setup: Setup,
+    hp: LossHyperparams,
+    lr: jax.Array,
+    state: OptState,
+    batch: Minibatch,
+) -> tuple[OptState, StepMetrics]:
+    """One gradient step; optax's ``apply_if_finite`` skips it if the gradient is not finite.
+
+    ``lr`` scales the optimizer's (annealed, unit-rate) Adam step: it is traced, so sweep
+    members differ in it without a recompile. Data-parallel (``hp.axis``): each device's loss
+    and gradient are its share of the global mean and are summed over devices.
+    """
     grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
-    (loss, metrics), grads = grad_fn(
-        state.params, setup.network, batch, setup.loss_hp, setup.discrete
-    )
+    (loss, metrics), grads = grad_fn(state.params, setup.network, batch, hp, setup.discrete)
+    if hp.axis:
+        grads, metrics = jax.lax.psum((grads, metrics), hp.axis)
     updates, opt_state = setup.optimizer.update(grads, state.opt_state, state.params)
+    updates = jax.tree.map(lambda u: u * lr, updates)
     params = optax.apply_updates(state.params, updates)
     # apply_if_finite applied zero updates and kept Adam's state if the gradient was not finite.
     skipped = jnp.logical_not(opt_state.last_finite)
@@ -68,18 +80,28 @@ def shuffle_minibatches(batch: Minibatch, key: jax.Array, num_minibatches: int) 
 
 
 def update_epochs(
-    setup: Setup, state: OptState, batch: Minibatch, key: jax.Array
+    setup: Setup,
+    hp: LossHyperparams,
+    lr: jax.Array,
+    state: OptState,
+    batch: Minibatch,
+    key: jax.Array,
 ) -> tuple[OptState, StepMetrics]:
     """``update_epochs`` passes of ``num_minibatches`` steps over ``N`` sequences.
+
+    Data-parallel, each device shuffles its own sequences (its key folded with its index),
+    so a global minibatch is every device's local minibatch together.
 
     Returns the final state and the step metrics stacked ``[epochs, minibatches]``.
     """
     ppo = setup.config.ppo
+    if hp.axis:
+        key = jax.random.fold_in(key, jax.lax.axis_index(hp.axis))
     keys = jax.random.split(key, ppo.update_epochs)
 
     def epoch(carry: OptState, key_perm: jax.Array):
         minibatches = shuffle_minibatches(batch, key_perm, ppo.num_minibatches)
-        step = lambda s, mb: minibatch_step(setup, s, mb)  # noqa: E731
+        step = lambda s, mb: minibatch_step(setup, hp, lr, s, mb)  # noqa: E731
         return jax.lax.scan(step, carry, minibatches)
 
     return jax.lax.scan(epoch, state, keys)

@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fps", type=int, default=15, help="GIF frames per second")
     parser.add_argument("--seed", type=int, default=0, help="episode seed")
     parser.add_argument("--stochastic", action="store_true", help="sample policy actions")
+    parser.add_argument(
+        "--member", type=int, default=0, help="runs with several seeds: the member index"
+    )
     args = parser.parse_args(argv)
 
     from envs.soccer import render  # noqa: PLC0415
@@ -122,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             states = play(setup, policy, env_params, key, num_steps, True, rule)
         else:
             setup, policy, step = load_policy(args.run_dir, args.step)
+            count = setup.members.count
+            if count > 1:
+                if not 0 <= args.member < count:
+                    raise ValueError(f"--member must be in 0..{count - 1}, got {args.member}")
+                policy = jax.tree.map(lambda x: x[args.member], policy)
             if setup.config.env.name != "Soccer":
                 raise ConfigError(f"only Soccer runs can be rendered, not {setup.config.env.name}")
             env_params = setup.env_params

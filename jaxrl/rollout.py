@@ -71,19 +71,27 @@ def transition_of(
     enabled = setup.config.env.normalize_obs
     truncated = record.truncated[:rows]
     hidden = jax.tree.map(lambda h: h[:rows], record.act.hidden)
+
     # Truncation bootstraps from the value of the pre-reset observation, seen with the
     # hidden state of the episode it ends. Time limits are rare, so skip it when unused.
-    final_value = jax.lax.cond(
-        truncated.any(),
-        lambda: value_of(
+    def final_values():
+        return value_of(
             setup.policy,
             params,
             hidden,
             normalize(obs_stats, record.final_obs[:rows], enabled),
             jnp.zeros_like(truncated),  # the final obs continues the episode that ends
-        ),
-        lambda: jnp.zeros((rows,), jnp.float32),
-    )
+        )
+
+    if setup.members.count > 1:
+        # vmapped over members a cond runs both branches anyway: compute it.
+        final_value = final_values()
+    else:
+        final_value = jax.lax.cond(
+            truncated.any(),
+            final_values,
+            lambda: jnp.zeros_like(record.act.value[:rows]),
+        )
     return Transition(
         obs=record.act.obs_norm[:rows],
         is_first=record.is_first[:rows],
@@ -121,7 +129,7 @@ def rollout(
     def step(state, step_key):
         carry, stats, sums, results = state
         if enabled:  # the training rows only: evaluation lanes never change training
-            stats = update_stats(stats, carry.obs[:train_rows])
+            stats = update_stats(stats, carry.obs[:train_rows], layout.axis)
         carry, record = match_step(
             setup.match, PolicyParams(params=params, obs_stats=stats), plan, carry, step_key
         )

@@ -35,7 +35,7 @@ from jaxrl.acting import PolicyParams
 from jaxrl.config import SelfPlayConfig
 from jaxrl.elo import expected_score
 from jaxrl.features import Feature, FeatureOutput, UpdateResult, masked_sums, set_rows
-from jaxrl.layout import Layout
+from jaxrl.layout import Layout, total
 from jaxrl.match import NETWORK, MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar, mean_of
 from jaxrl.types import RunningStats
@@ -159,7 +159,7 @@ class SelfPlay(Feature):
         layout, config = self.layout, self.config
         size = config.pool_size
         on = self.switched_on(result.plan)
-        active = on.any()
+        active = total(on.any().astype(jnp.int32), layout.axis) > 0
         k = config.elo_k
 
         # Pool games of this rollout (pure matches only, see jaxrl.match).
@@ -168,7 +168,11 @@ class SelfPlay(Feature):
         score = slot_results[:, 0] + 0.5 * slot_results[:, 1]
         pool_delta = batch_elo(state.learner_elo, state.elo, score, games, k)
         # RulePolicy games: the rule group's matches, learner against a fixed 1500.
-        rule = masked_sums(result.sums, self._group_mask(layout.latest_envs, layout.pool_start, on))
+        rule = masked_sums(
+            result.sums,
+            self._group_mask(layout.latest_envs, layout.pool_start, on),
+            layout.axis,
+        )
         rule_score = rule.outcome_sums["win"] + 0.5 * rule.outcome_sums["draw"]
         rule_delta = batch_elo(state.learner_elo, RULE_ELO, rule_score, rule.matches, k)
         learner_elo = state.learner_elo + pool_delta.sum() + rule_delta
@@ -198,7 +202,7 @@ class SelfPlay(Feature):
             snapshots=state.snapshots + due.astype(jnp.int32),
         )
 
-        latest = masked_sums(result.sums, self._group_mask(0, layout.latest_envs, on))
+        latest = masked_sums(result.sums, self._group_mask(0, layout.latest_envs, on), layout.axis)
         pool_games = games.sum()
         weight = active.astype(jnp.float32)
         metrics = {

@@ -10,15 +10,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh
 
 import envs
 from jaxrl import prng
 from jaxrl.acting import PolicySpec
-from jaxrl.config import Config
+from jaxrl.config import Config, ConfigError
 from jaxrl.curriculum import CurriculumSpec, make_curriculum
 from jaxrl.eval_lanes import make_eval_lanes
 from jaxrl.features import Feature
-from jaxrl.layout import Layout, make_layout
+from jaxrl.hyper import Members, make_members
+from jaxrl.layout import DATA_AXIS, Layout, make_layout
 from jaxrl.losses import LossHyperparams
 from jaxrl.match import RESULT_NAMES, MatchSpec
 from jaxrl.networks import ActorCritic
@@ -45,6 +47,8 @@ class Setup:
     policy: PolicySpec  # what acting needs of the network
     match: MatchSpec  # what the match step needs
     features: tuple[Feature, ...]  # curriculum, self-play, evaluation lanes (those configured)
+    members: Members  # seeds and sweep points trained together (vmapped when more than one)
+    mesh: Any  # jax Mesh over the devices the env batch is sharded over; None on one device
 
     @property
     def curriculum(self) -> CurriculumSpec | None:
@@ -56,21 +60,24 @@ class Setup:
 
 
 def learning_rate_schedule(config: Config) -> optax.Schedule:
-    """Constant lr, or PureJaxRL's linear decay: constant within an update, 0 at the end."""
+    """The fraction of the learning rate in use: 1, or PureJaxRL's linear decay (constant
+    within an update, 0 at the end). The train step multiplies it by the member's traced
+    ``Hyper.lr``."""
     ppo = config.ppo
     if not ppo.anneal_lr:
-        return optax.constant_schedule(ppo.lr)
+        return optax.constant_schedule(1.0)
     steps_per_update = ppo.update_epochs * ppo.num_minibatches
 
     def schedule(count):
-        frac = 1.0 - (count // steps_per_update) / config.num_updates
-        return ppo.lr * frac
+        return 1.0 - (count // steps_per_update) / config.num_updates
 
     return schedule
 
 
 def make_optimizer(config: Config) -> optax.GradientTransformation:
-    """Adam with global-norm clipping; non-finite steps are skipped and counted by optax.
+    """Adam with global-norm clipping at a unit learning rate times the annealing fraction;
+    the train step scales the step by the member's learning rate. Non-finite steps are
+    skipped and counted by optax.
 
     ``apply_if_finite`` is outermost, so a skipped step leaves Adam's moments and step
     count untouched. Its own give-up limit is disabled (huge): the train step counts
@@ -87,7 +94,7 @@ def make_optimizer(config: Config) -> optax.GradientTransformation:
 
 
 def current_learning_rate(opt_state) -> Any:
-    """The learning rate the next optimizer step uses (from ``inject_hyperparams``)."""
+    """The annealing fraction the next optimizer step uses (from ``inject_hyperparams``)."""
     return opt_state.inner_state[1].hyperparams["learning_rate"]
 
 
@@ -102,7 +109,8 @@ def make_setup(config: Config) -> Setup:
     if config.env.action_repeat > 1:
         env = envs.ActionRepeat(env, config.env.action_repeat)
     env = envs.EpisodeStatistics(env)
-    layout = make_layout(config, env)
+    devices = mesh_devices(config)
+    layout = make_layout(config, env, len(devices))
     obs_shape = tuple(env.observation_space(env_params).shape)
     if layout.num_agents > 1:
         obs_shape = obs_shape[1:]  # [A, *obs_shape] per env: one row per agent
@@ -147,13 +155,14 @@ def make_setup(config: Config) -> Setup:
         env_params=env_params,
         network=network,
         optimizer=make_optimizer(config),
-        loss_hp=LossHyperparams(
+        loss_hp=LossHyperparams(  # coefficients are replaced by the member's Hyper in-graph
             clip_eps=ppo.clip_eps,
             vf_coef=ppo.vf_coef,
             ent_coef=ppo.ent_coef,
             clip_value=ppo.clip_value,
             normalize_advantages=ppo.normalize_advantages,
             masked=layout.actors_per_env > 1,
+            axis=layout.axis,
         ),
         discrete=discrete,
         obs_shape=obs_shape,
@@ -170,7 +179,20 @@ def make_setup(config: Config) -> Setup:
             eval_deterministic=config.evaluation.deterministic,
         ),
         features=features,
+        members=make_members(config),
+        mesh=Mesh(np.asarray(devices), (DATA_AXIS,)) if len(devices) > 1 else None,
     )
+
+
+def mesh_devices(config: Config) -> list:
+    """The devices the env batch is sharded over: ``mesh.devices`` of every process's."""
+    devices = jax.devices()
+    wanted = config.mesh.devices
+    if wanted == "all":
+        return devices
+    if wanted > len(devices):
+        raise ConfigError(f"mesh.devices: {wanted} devices asked for, {len(devices)} available")
+    return devices[:wanted]
 
 
 def init_params(setup: Setup, key: jax.Array) -> Any:

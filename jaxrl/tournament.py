@@ -37,7 +37,7 @@ from flax import struct
 
 from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import Checkpointer, CheckpointError, PolicyState
-from jaxrl.config import ConfigError, load_config
+from jaxrl.config import ConfigError, load_run_config
 from jaxrl.elo import bootstrap_elo, fit_elo
 from jaxrl.evaluate import eval_layout, eval_spec
 from jaxrl.match import NETWORK, MatchCarry, MatchPlan, match_step, start_matches
@@ -105,10 +105,15 @@ def _open_runs(run_dirs: list[str]) -> list[tuple[Setup, Path, Checkpointer, lis
         if not (path / "config.yaml").is_file():
             raise UsageError(f"--run-dir {run_dir}: not a run directory (no config.yaml)")
         try:
-            setup = make_setup(load_config(path / "config.yaml"))
+            setup = make_setup(load_run_config(path))
             checkpointer = Checkpointer(path, create=False)
         except (ConfigError, CheckpointError) as err:
             raise UsageError(f"--run-dir {run_dir}: {err}") from None
+        if setup.members.count > 1:
+            raise UsageError(
+                f"--run-dir {run_dir}: a run of {setup.members.count} members (seeds or sweep "
+                "points); the tournament plays single-member runs"
+            )
         steps = checkpointer.steps()
         if not steps:
             raise UsageError(f"--run-dir {run_dir}: no checkpoints in {checkpointer.directory}")

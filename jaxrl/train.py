@@ -9,24 +9,39 @@ writes TensorBoard scalars, updates the progress bar and saves checkpoints.
 
 from __future__ import annotations
 
+import sys
+
+if __name__ == "__main__":  # join the other processes first: importing gymnax starts JAX
+    from jaxrl.distributed import join_from_argv
+
+    join_from_argv(sys.argv[1:])
+
 import argparse
 import dataclasses
 import datetime
 import math
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from tqdm import tqdm
 
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import Config, ConfigError, load_config, save_config
-from jaxrl.logger import Logger, chunk_scalars
+from jaxrl.distributed import (
+    DistributedError,
+    add_process_flags,
+    cluster_from_flags,
+    is_main_process,
+    join,
+    sync,
+)
+from jaxrl.logger import Logger, NullLogger, chunk_scalars
 from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_runner_state, make_train_step
+from jaxrl.train_step import init_run, make_train_step
 from jaxrl.types import RunnerState
 
 
@@ -53,15 +68,22 @@ def default_run_dir(config_path: str | None) -> Path:
 
 
 def prepare_run_dir(run_dir: Path, overwrite: bool) -> None:
-    """Create ``run_dir``; refuse one that already holds a run unless ``overwrite``."""
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise TrainingError(
-                f"run directory {run_dir} already holds a run; continue it with "
-                f"--resume {run_dir} or replace it with --overwrite"
-            )
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    """Create ``run_dir``; refuse one that already holds a run unless ``overwrite``.
+
+    With several processes every one checks, then process 0 alone creates the directory.
+    """
+    held = run_dir.exists() and any(run_dir.iterdir())
+    if held and not overwrite:
+        raise TrainingError(
+            f"run directory {run_dir} already holds a run; continue it with "
+            f"--resume {run_dir} or replace it with --overwrite"
+        )
+    sync("jaxrl-run-dir-checked")
+    if is_main_process():
+        if held:
+            shutil.rmtree(run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+    sync("jaxrl-run-dir-created")
 
 
 def run_summary(
@@ -96,6 +118,18 @@ def run_summary(
         f"  checkpoints  every {config.checkpoint.every_updates or 'end only'} updates, "
         f"keep {config.checkpoint.keep}",
     ]
+    members = setup.members
+    if members.count > 1:
+        swept = ", ".join(f"{k} {v}" for k, v in config.sweep.items())
+        lines.append(
+            f"  members      {members.count} runs vmapped in one program: "
+            f"{members.count // config.train.num_seeds} sweep points x "
+            f"{config.train.num_seeds} seeds ({members.seeds[0]}..{max(members.seeds)})"
+            + (f"; sweep {swept}" if swept else "")
+            + "; TensorBoard runs "
+            + ", ".join(members.names[:4])
+            + (", ..." if members.count > 4 else "")
+        )
     layout = setup.layout
     if layout.two_team:
         lines.append(
@@ -143,25 +177,46 @@ def train(
         config = load_config(run_dir / "config.yaml")
     else:
         config = config or Config()
+        if run_dir is None and jax.process_count() > 1:
+            raise TrainingError(
+                "a run of several processes needs --run-dir (the same shared path on every process)"
+            )
         run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config_path)
         prepare_run_dir(run_dir, overwrite)
-        save_config(config, run_dir / "config.yaml")
+        if is_main_process():
+            save_config(config, run_dir / "config.yaml")
 
     setup = make_setup(config)
-    runner = init_runner_state(setup, jax.random.key(config.seed))
+    runner = init_run(setup)
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=not resume)
     if resume:
         runner, _ = checkpointer.restore(runner)
-    start_update = int(runner.update_step)
+    start_update = int(np.max(jax.device_get(runner.update_step)))
+    main = is_main_process()
+    quiet = quiet or not main  # the other processes train silently
     if not quiet:
         print(run_summary(config, setup, run_dir, start_update, runner.features), flush=True)
 
-    logger = Logger(run_dir)
+    members = setup.members
+    if not main:
+        loggers = [NullLogger() for _ in members.names]
+    elif members.count == 1:
+        loggers = [Logger(run_dir)]
+    else:  # one TensorBoard run per member, readable on its own
+        loggers = [Logger(run_dir / name) for name in members.names]
     try:
-        return _loop(config, setup, runner, checkpointer, logger, run_dir, quiet)
+        return _loop(config, setup, runner, checkpointer, loggers, run_dir, quiet)
     finally:
-        logger.close()
+        for logger in loggers:
+            logger.close()
         checkpointer.close()
+
+
+def _member_rows(metrics: dict, count: int) -> list[dict[str, float]]:
+    """Per member ``{tag: float}`` from the chunk's metrics (``[R]`` leaves when R > 1)."""
+    if count == 1:
+        return [chunk_scalars(metrics)]
+    return [chunk_scalars({tag: value[i] for tag, value in metrics.items()}) for i in range(count)]
 
 
 def _loop(
@@ -169,20 +224,29 @@ def _loop(
     setup: Setup,
     runner: RunnerState,
     checkpointer: Checkpointer,
-    logger: Logger,
+    loggers: list[Logger],
     run_dir: Path,
     quiet: bool,
 ) -> TrainResult:
     batch = config.batch_size
     every = config.checkpoint.every_updates
+    limit = config.train.max_nonfinite_updates
+    names = setup.members.names
     t0 = time.perf_counter()
     step_fn = make_train_step(setup).lower(runner).compile()
     compile_s = time.perf_counter() - t0
-    logger.scalars(int(runner.update_step) * batch, {"perf/compile_s": compile_s})
 
-    update = int(runner.update_step)
+    def progress(runner) -> tuple[np.ndarray, np.ndarray]:
+        updates, streaks = jax.device_get((runner.update_step, runner.nonfinite_streak))
+        return np.atleast_1d(updates).astype(int), np.atleast_1d(streaks).astype(int)
+
+    updates, streaks = progress(runner)
+    for logger, done in zip(loggers, updates, strict=True):
+        logger.scalars(int(done) * batch, {"perf/compile_s": compile_s})
+    update = int(updates.max())
     last_saved = checkpointer.latest_step() or 0
-    history: list[dict[str, float]] = []
+    history: list[dict] = []
+    stopped: dict[str, int] = {}  # member -> update at which its NaN streak stopped it
     bar = tqdm(
         total=config.num_updates * batch,
         initial=update * batch,
@@ -191,57 +255,88 @@ def _loop(
         dynamic_ncols=True,
         disable=quiet or not config.train.progress_bar,
     )
-    train_s, trained_updates = 0.0, 0
+    train_s, trained_steps = 0.0, 0
     recent_return = math.nan
     while update < config.num_updates:
         t_chunk = time.perf_counter()
         runner, metrics = step_fn(runner)
         # One device-to-host transfer per chunk; the scalars are read from host copies.
-        metrics, new_update, streak = jax.device_get(
-            (metrics, runner.update_step, runner.nonfinite_streak)
-        )
-        scalars = chunk_scalars(metrics)
+        metrics = jax.device_get(metrics)
+        new_updates, streaks = progress(runner)
         chunk_s = time.perf_counter() - t_chunk
-        new_update, streak = int(new_update), int(streak)
-        steps = (new_update - update) * batch
+        steps = int((new_updates - updates).sum()) * batch  # agent steps of all members
         train_s += chunk_s
-        trained_updates += new_update - update
-        scalars["perf/sps"] = steps / chunk_s if steps else 0.0
-        logger.scalars(new_update * batch, scalars)
-        history.append({"env_steps": new_update * batch, "update": new_update, **scalars})
-        if not math.isnan(scalars["rollout/episode_return"]):
-            recent_return = scalars["rollout/episode_return"]
-        bar.update(steps)
-        bar.set_postfix(sps=f"{scalars['perf/sps']:.3g}", ret=f"{recent_return:.4g}")
+        trained_steps += steps
+        rows = _member_rows(metrics, len(names))
+        for logger, row, done, before in zip(loggers, rows, new_updates, updates, strict=True):
+            member_steps = int(done - before) * batch
+            row["perf/sps"] = member_steps / chunk_s if member_steps else 0.0
+            logger.scalars(int(done) * batch, row)
+        new_update = int(new_updates.max())
+        if len(rows) == 1:
+            history.append({"env_steps": new_update * batch, "update": new_update, **rows[0]})
+        else:
+            merged = {tag: [row[tag] for row in rows] for tag in rows[0]}
+            history.append({"env_steps": new_update * batch, "update": new_update, **merged})
+        returns = [row["rollout/episode_return"] for row in rows]
+        if not all(math.isnan(r) for r in returns):
+            recent_return = float(np.nanmean(returns))
+        bar.update((new_update - update) * batch)
+        bar.set_postfix(sps=f"{steps / chunk_s:.3g}", ret=f"{recent_return:.4g}")
 
-        if streak >= config.train.max_nonfinite_updates:
+        for name, streak, done in zip(names, streaks, new_updates, strict=True):
+            if streak >= limit and name not in stopped:
+                stopped[name] = int(done)
+                if len(names) > 1:
+                    tqdm.write(
+                        f"warning: member {name} stopped after {streak} non-finite updates in a "
+                        f"row at update {int(done)}; the other members go on",
+                        file=sys.stderr,
+                    )
+        if len(stopped) == len(names):
             bar.close()
             saved = checkpointer.latest_step()
             where = f"step {saved} in {checkpointer.directory}" if saved else "none"
             raise TrainingError(
-                f"training stopped: {streak} non-finite updates in a row at update {new_update} "
-                f"(train.max_nonfinite_updates={config.train.max_nonfinite_updates}); "
-                f"last good checkpoint: {where}"
+                f"training stopped: {int(streaks.max())} non-finite updates in a row at update "
+                f"{new_update} (train.max_nonfinite_updates={limit}); last good checkpoint: "
+                f"{where}"
             )
-        update = new_update
-        at_end = update >= config.num_updates
+        updates, update = new_updates, new_update
+        at_end = update >= config.num_updates or len(stopped) + (
+            updates >= config.num_updates
+        ).sum() >= len(names)
         due = every > 0 and update // every > last_saved // every
         if (due or at_end) and update != last_saved:
             if not _params_finite(runner):
                 raise TrainingError(f"refusing to checkpoint non-finite params at update {update}")
             checkpointer.save(
-                runner, {"env_steps": update * batch, "wall_s": time.perf_counter() - t0}
+                runner,
+                {"env_steps": update * batch, "wall_s": time.perf_counter() - t0},
+                step=update,
             )
             last_saved = update
+        if at_end:
+            break
     bar.close()
     jax.block_until_ready(runner)
-    sps = trained_updates * batch / train_s if train_s > 0 else 0.0
+    sps = trained_steps / train_s if train_s > 0 else 0.0
     if not quiet:
         final = history[-1]["rollout/episode_return"] if history else math.nan
+        final = float(np.nanmean(final)) if isinstance(final, list) else final
         print(
-            f"done: {update * batch} steps, {sps:,.0f} steps/s after {compile_s:.1f} s compile, "
+            f"done: {update * batch} steps"
+            + (f" x {len(names)} members" if len(names) > 1 else "")
+            + f", {sps:,.0f} steps/s after {compile_s:.1f} s compile, "
             f"last episode return {final:.4g}; run dir {run_dir}",
             flush=True,
+        )
+    if stopped:
+        raise TrainingError(
+            "members stopped by non-finite updates (train.max_nonfinite_updates="
+            f"{limit}): "
+            + ", ".join(f"{n} at update {u}" for n, u in stopped.items())
+            + f"; the others trained to the end; checkpoints in {checkpointer.directory}"
         )
     return TrainResult(
         runner=runner, history=history, compile_s=compile_s, sps=sps, run_dir=run_dir
@@ -264,13 +359,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace an existing run in --run-dir"
     )
     parser.add_argument("--quiet", action="store_true", help="no summary or progress bar")
+    add_process_flags(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_intermixed_args(argv)  # overrides before or after flags
     try:
+        join(cluster_from_flags(args.coordinator, args.num_processes, args.process_id))
         if args.resume:
             if args.config or args.overrides or args.run_dir:
                 raise ConfigError(
@@ -289,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
                 config_path=args.config,
                 quiet=args.quiet,
             )
-    except ConfigError as err:
+    except (ConfigError, DistributedError) as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
     except (CheckpointError, TrainingError) as err:

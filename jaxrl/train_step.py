@@ -11,15 +11,20 @@ after the PPO update and declares its metrics; the train step knows none of them
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import PartitionSpec as P
 
 from jaxrl.acting import value_of
+from jaxrl.distributed import replicate
 from jaxrl.features import UpdateResult, masked_sums
 from jaxrl.gae import bootstrap_values, gae
+from jaxrl.hyper import Hyper, base_hyper
+from jaxrl.layout import total
 from jaxrl.losses import Minibatch
 from jaxrl.match import MatchPlan, idle_plan, start_matches
 from jaxrl.metrics import MetricSpec, Scalar, idle_packed, mean_of, pack, reduce_packed
@@ -64,11 +69,18 @@ def make_plan(setup: Setup, feature_states: dict) -> MatchPlan:
     return plan
 
 
-def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
-    """Fresh params, optimizer state, features and env instances for a run seeded by ``key``."""
+def init_runner_state(
+    setup: Setup, key: jax.Array, hyper: Hyper | None = None, params=None
+) -> RunnerState:
+    """Fresh params, optimizer state, features and env instances for a run seeded by ``key``.
+
+    ``hyper``: the member's hyperparameters (default: the config's own). ``params``: the
+    params :func:`member_params` gives for ``key`` (computed here when None).
+    """
+    hyper = base_hyper(setup.config) if hyper is None else hyper
     key_params, key_reset, key_runner = jax.random.split(key, 3)
     del key
-    params = init_params(setup, key_params)
+    params = init_params(setup, key_params) if params is None else params
     obs_stats = RunningStats.create(setup.obs_shape)
     features = {f.name: f.init(params, obs_stats) for f in setup.features}
     plan = make_plan(setup, features)
@@ -82,7 +94,61 @@ def init_runner_state(setup: Setup, key: jax.Array) -> RunnerState:
         nonfinite_streak=jnp.zeros((), jnp.int32),
         nonfinite_total=jnp.zeros((), jnp.int32),
         features=features,
+        hyper=jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hyper),
     )
+
+
+def init_run(setup: Setup) -> RunnerState:
+    """The runner state of every member: one run, or leaves ``[R, ...]`` for R members.
+
+    Data-parallel, built by the sharded init: every device resets its own envs (their
+    slice of the global keys) and holds the same params, keys and feature states.
+    """
+    members = setup.members
+    keys = jnp.stack([jax.random.key(seed) for seed in members.seeds])
+    hypers = jax.tree.map(jnp.asarray, members.hyper)
+    if members.count == 1:
+        first = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+        init = lambda k, h, p: init_runner_state(setup, k[0], first(h), first(p))  # noqa: E731
+    else:
+        init = jax.vmap(lambda k, h, p: init_runner_state(setup, k, h, p))
+    # Params outside the sharded init: XLA:CPU deadlocked running the orthogonal
+    # initialiser's batched QR on two devices at once (jax 0.10.2).
+    params = jax.jit(jax.vmap(lambda k: member_params(setup, k)))(keys)
+    if setup.mesh is None:
+        return (
+            jax.jit(init)(keys, hypers, params) if members.count > 1 else init(keys, hypers, params)
+        )
+    sharded = jax.shard_map(
+        lambda key_data, h, p: init(jax.random.wrap_key_data(key_data), h, p),
+        mesh=setup.mesh,
+        in_specs=(P(), P(), P()),
+        out_specs=runner_specs(setup),
+        check_vma=False,  # see make_train_step
+    )
+    # Replicated over the mesh from host values: the mesh may span several processes.
+    inputs = replicate((jax.random.key_data(keys), hypers, params), setup.mesh)
+    return jax.jit(sharded)(*inputs)
+
+
+def member_params(setup: Setup, key: jax.Array):
+    """The initial params of the member seeded by ``key`` (as :func:`init_runner_state`)."""
+    return init_params(setup, jax.random.split(key, 3)[0])
+
+
+def runner_specs(setup: Setup) -> RunnerState:
+    """Partition specs of a runner state: the match carry (env states, observations, hidden
+    states) is split over the devices along its env axis; everything else is replicated."""
+    axis = setup.layout.axis
+    lead = (None,) if setup.members.count > 1 else ()
+    # The structure of one device's runner (collectives need the mesh, shapes do not).
+    local = dataclasses.replace(setup.layout, axis=None, devices=1)
+    unsharded = dataclasses.replace(
+        setup, layout=local, match=dataclasses.replace(setup.match, layout=local)
+    )
+    runner = jax.eval_shape(lambda: init_runner_state(unsharded, jax.random.key(0)))
+    specs = jax.tree.map(lambda _: P(), runner)
+    return specs.replace(match=jax.tree.map(lambda _: P(*lead, axis), runner.match))
 
 
 def restart_matches(setup: Setup, runner: RunnerState, key: jax.Array) -> RunnerState:
@@ -91,10 +157,20 @@ def restart_matches(setup: Setup, runner: RunnerState, key: jax.Array) -> Runner
     return runner.replace(match=start_matches(setup.match, setup.network.initial_hidden, plan, key))
 
 
-def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
+def global_var(x: jax.Array, axis: str | None) -> jax.Array:
+    """Variance of every element of ``x`` on every device of ``axis``."""
+    if not axis:
+        return jnp.var(x)
+    count = total(jnp.asarray(x.size, jnp.float32), axis)
+    mean = total(x.sum(), axis) / count
+    return total(jnp.square(x - mean).sum(), axis) / count
+
+
+def explained_variance(values: jax.Array, returns: jax.Array, axis: str | None = None) -> jax.Array:
     """``1 - Var[returns - values] / Var[returns]`` (nan when the returns are constant)."""
-    var_returns = jnp.var(returns)
-    return jnp.where(var_returns > 0, 1.0 - jnp.var(returns - values) / var_returns, jnp.nan)
+    var_returns = global_var(returns, axis)
+    residual = global_var(returns - values, axis)
+    return jnp.where(var_returns > 0, 1.0 - residual / var_returns, jnp.nan)
 
 
 def make_sequences(setup: Setup, data: Minibatch, start_hidden) -> Minibatch:
@@ -140,9 +216,10 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
 
     Returns the new runner and the update's metrics packed in declaration order.
     """
-    ppo, layout = setup.config.ppo, setup.layout
+    layout = setup.layout
     key, key_rollout, key_epochs, key_reset = jax.random.split(runner.key, 4)
     plan = make_plan(setup, runner.features)
+    hyper = runner.hyper
 
     match, out = rollout(setup, runner.params, runner.obs_stats, plan, runner.match, key_rollout)
     traj = out.transitions
@@ -159,13 +236,21 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
         next_values,
         traj.terminated,
         traj.truncated,
-        ppo.gamma,
-        ppo.gae_lambda,
+        hyper.gamma,
+        hyper.gae_lambda,
     )
     batch = training_batch(setup, traj, out.start_hidden, advantages, targets)
-    learning_rate = current_learning_rate(runner.opt_state)
+    learning_rate = current_learning_rate(runner.opt_state) * hyper.lr
+    loss_hp = setup.loss_hp.replace(
+        clip_eps=hyper.clip_eps, vf_coef=hyper.vf_coef, ent_coef=hyper.ent_coef
+    )
     opt, steps = update_epochs(
-        setup, OptState(params=runner.params, opt_state=runner.opt_state), batch, key_epochs
+        setup,
+        loss_hp,
+        hyper.lr,
+        OptState(params=runner.params, opt_state=runner.opt_state),
+        batch,
+        key_epochs,
     )
     nonfinite = steps.nonfinite.any()
     update_step = runner.update_step + 1
@@ -174,7 +259,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
         params=opt.params,
         obs_stats=out.obs_stats,
         sums=out.sums,
-        slot_results=out.slot_results,
+        slot_results=None if out.slot_results is None else total(out.slot_results, layout.axis),
         plan=plan,
         update_step=update_step,
     )
@@ -207,10 +292,10 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
 
     train_envs = np.zeros(layout.total_envs, bool)
     train_envs[: layout.num_envs] = True
-    sums = masked_sums(out.sums, jnp.asarray(train_envs))
+    sums = masked_sums(out.sums, jnp.asarray(train_envs), layout.axis)
     metrics = {
         **{f"train/{name}": Scalar.of(getattr(steps.loss, name).mean()) for name in LOSS_TAGS},
-        "train/explained_variance": Scalar.of(explained_variance(traj.value, targets)),
+        "train/explained_variance": Scalar.of(explained_variance(traj.value, targets, layout.axis)),
         "train/grad_norm": Scalar.of(steps.grad_norm.mean()),
         "train/learning_rate": Scalar.of(learning_rate),
         "train/nonfinite_updates": Scalar.of(nonfinite),
@@ -249,5 +334,26 @@ def train_chunk(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[st
 def make_train_step(
     setup: Setup,
 ) -> Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array]]]:
-    """The jitted chunk function; the runner state passed in is donated."""
-    return jax.jit(lambda runner: train_chunk(setup, runner), donate_argnums=0)
+    """The jitted chunk function; the runner state passed in is donated.
+
+    With several members (seeds, sweep points) it is vmapped over their leading ``[R]``
+    axis, and every metric is ``[R]``. With a mesh it is a ``shard_map`` over the devices.
+    """
+    chunk = lambda runner: train_chunk(setup, runner)  # noqa: E731
+    if setup.members.count > 1:
+        chunk = jax.vmap(chunk)
+    if setup.mesh is not None:
+        # Every device runs the chunk on its envs; gradients, normaliser moments and episode
+        # totals are summed over devices inside, so the outputs are the same everywhere.
+        # No varying-axis type checks: an env's own code (a lax.switch whose branches return
+        # constants, say) would have to know about the mesh. Replication of the outputs is
+        # by construction and tested: 2 devices give the 1-device run's params.
+        specs = runner_specs(setup)
+        chunk = jax.shard_map(
+            chunk,
+            mesh=setup.mesh,
+            in_specs=(specs,),
+            out_specs=(specs, P()),
+            check_vma=False,
+        )
+    return jax.jit(chunk, donate_argnums=0)

@@ -99,3 +99,4 @@ class RunnerState(struct.PyTreeNode):
     nonfinite_streak: jax.Array  # () int32, non-finite updates in a row
     nonfinite_total: jax.Array  # () int32, non-finite updates so far
     features: Any  # {feature name: its state} (curriculum, selfplay, evaluation, ...)
+    hyper: Any  # Hyper: the member's traced hyperparameters (learning rate, coefficients)

@@ -1,0 +1,184 @@
+"""Data-parallel training over devices and processes equals training on one device.
+
+Each multi-device run is a subprocess: ``JAX_NUM_CPU_DEVICES`` is read when JAX starts,
+and processes join with ``jax.distributed`` on localhost (gloo collectives on CPU). The
+runs use ``update_epochs=1, num_minibatches=1`` so that every layout takes the same
+gradient steps; the 1-device run is this test process's own (one CPU device).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from jaxrl.config import load_config
+from jaxrl.distributed import Cluster, DistributedError, cluster_from_flags, detect
+from jaxrl.evaluate import load_policy
+from jaxrl.train import train
+
+REPO = Path(__file__).resolve().parents[1]
+
+# 8 envs x 32 steps, 6 updates in 2 chunks, one minibatch of one epoch per update.
+SAME_STEPS = [
+    "env.num_envs=8",
+    "env.normalize_obs=true",
+    "ppo.num_steps=32",
+    "ppo.update_epochs=1",
+    "ppo.num_minibatches=1",
+    "network.hidden_sizes=[16, 16]",
+    "train.total_steps=1536",
+    "train.updates_per_chunk=3",
+    "train.progress_bar=false",
+    "checkpoint.every_updates=3",
+]
+TOLERANCE = 1e-5  # float32 sums in another order across devices
+
+
+def _run(args: list[str], devices: int) -> subprocess.Popen:
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "jaxrl.train", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(proc: subprocess.Popen, timeout: int = 300) -> tuple[int, str]:
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return proc.returncode, err
+
+
+def _train_cli(run_dir: Path, overrides: list[str]) -> list[str]:
+    return [
+        "--config",
+        "configs/cartpole.yaml",
+        *SAME_STEPS,
+        *overrides,
+        "--run-dir",
+        str(run_dir),
+        "--quiet",
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        return sock.getsockname()[1]
+
+
+def _assert_close(a, b) -> None:
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=TOLERANCE)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same run on 1 device (here), 2 devices (1 process) and 2 processes x 1 device."""
+    root = tmp_path_factory.mktemp("distributed")
+    two_devices = _run(_train_cli(root / "two_devices", []), devices=2)
+    port = _free_port()
+    processes = [
+        _run(
+            _train_cli(root / "two_processes", [])
+            + [
+                "--coordinator",
+                f"localhost:{port}",
+                "--num-processes",
+                "2",
+                "--process-id",
+                str(i),
+            ],
+            devices=1,
+        )
+        for i in range(2)
+    ]
+    config = load_config(REPO / "configs" / "cartpole.yaml", SAME_STEPS)
+    one = train(config, root / "one_device", quiet=True)
+    for name, proc in [("2 devices", two_devices), ("process 0", processes[0]),
+                       ("process 1", processes[1])]:  # fmt: skip
+        code, err = _finish(proc)
+        assert code == 0, f"{name} failed:\n{err[-3000:]}"
+    return root, one
+
+
+def test_two_devices_equal_one_device(runs):
+    root, one = runs
+    _, policy, step = load_policy(root / "two_devices")  # restored onto 1 device
+    assert step == 6
+    _assert_close(policy.params, one.runner.params)
+    _assert_close(policy.obs_stats, one.runner.obs_stats)  # the normaliser saw every env
+
+
+def test_two_processes_equal_two_devices(runs):
+    root, _ = runs
+    _, two_devices, _ = load_policy(root / "two_devices")
+    _, two_processes, step = load_policy(root / "two_processes")
+    assert step == 6
+    _assert_close(two_processes, two_devices)
+
+
+def test_only_process_zero_writes_logs(runs):
+    root, _ = runs
+    events = list((root / "two_processes").glob("events.out.tfevents.*"))
+    assert len(events) == 1
+    assert (root / "two_processes" / "config.yaml").is_file()
+
+
+def test_env_count_must_divide_over_devices(tmp_path):
+    proc = _run(_train_cli(tmp_path / "run", ["env.num_envs=7"]), devices=2)
+    code, err = _finish(proc, timeout=120)
+    assert code == 2
+    assert err.strip() == (
+        "config error: env.num_envs (7) does not divide over 2 devices (mesh.devices=all)"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_more_devices_than_available_is_a_config_error():
+    with pytest.raises(Exception, match=r"mesh.devices: 4 devices asked for, 1 available"):
+        load_config(REPO / "configs" / "cartpole.yaml", ["mesh.devices=4"])
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (("localhost:1234", None, None), "go together"),
+        (("localhost", 2, 0), "HOST:PORT"),
+        (("localhost:1234", 2, 2), r"--process-id must be in 0..1"),
+    ],
+)
+def test_bad_process_flags(flags, message):
+    with pytest.raises(DistributedError, match=message):
+        cluster_from_flags(*flags, environ={})
+
+
+def test_process_flags_and_detection():
+    assert cluster_from_flags("h:1", 2, 1, environ={}) == Cluster("flags", "h:1", 2, 1)
+    assert cluster_from_flags(None, None, None, environ={}) is None
+    slurm = {
+        "SLURM_JOB_ID": "7",
+        "SLURM_STEP_NODELIST": "node[1-2]",
+        "SLURM_NTASKS": "2",
+        "SLURM_PROCID": "1",
+    }
+    assert detect(slurm) == "slurm"
+    assert detect({**slurm, "SLURM_NTASKS": "1"}) is None  # one task: nothing to join
+    assert detect({"TPU_WORKER_HOSTNAMES": "t1,t2,t3,t4"}) == "tpu-pod"
+    assert detect({"TPU_WORKER_HOSTNAMES": "localhost"}) is None  # a single-host TPU VM
+    assert cluster_from_flags(None, None, None, environ={"JAX_COORDINATOR_ADDRESS": "h:1"}) == (
+        Cluster("JAX_COORDINATOR_ADDRESS")
+    )
