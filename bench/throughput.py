@@ -4,7 +4,7 @@
 seconds (a smoke test of the instrument itself, not a measurement); ``--full`` measures
 more env counts with more repeats::
 
-    python -m bench.throughput [--only env,train,inference,memory,precision]
+    python -m bench.throughput [--only env,train,inference,memory,precision,selfplay,scale]
         [--tiny | --full] [--repeats N] [--env NAME] [--env-param KEY=VALUE ...]
         [--num-envs 1,64,...]
         [--config FILE ...] [--set KEY=VALUE ...] [--train-envs N] [--reference]
@@ -70,12 +70,14 @@ import envs
 from jaxrl.acting import PolicyParams, act
 from jaxrl.config import Config, ConfigError, load_config, parse_overrides
 from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_runner_state, make_train_step, restart_matches
+from jaxrl.train_step import init_run, init_runner_state, make_train_step, restart_matches
 from jaxrl.types import RunnerState
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("env", "train", "inference", "memory", "precision", "selfplay")
-DEFAULT_SECTIONS = SECTIONS[:5]  # selfplay compiles two soccer train steps: ask for it
+SECTIONS = ("env", "train", "inference", "memory", "precision", "selfplay", "scale")
+DEFAULT_SECTIONS = SECTIONS[:5]  # selfplay and scale compile several train steps: ask for them
+SCALE_SEEDS = 8  # scale: members vmapped in one program, against 1
+SCALE_DEVICE_ENVS = 64  # scale: envs sharded over 2 devices, against 1 (unless --train-envs)
 SELFPLAY_CONFIG = "configs/soccer_selfplay.yaml"  # league stage vs its RulePolicy stage
 CURRICULUM_CONFIG = "configs/soccer_curriculum.yaml"  # its last stage: 3v3 vs RulePolicy
 DEFAULT_CONFIG = "configs/cartpole.yaml"
@@ -448,7 +450,7 @@ def train_figures(
     ``prepare`` edits the fresh runner state before compiling (e.g. a curriculum stage).
     """
     setup = make_setup(config)
-    runner = init_runner_state(setup, jax.random.key(config.seed))
+    runner = init_run(setup)  # every member, sharded over the run's devices
     if prepare is not None:
         runner = prepare(setup, runner)
     compiles = []
@@ -466,12 +468,12 @@ def train_figures(
         updates.append(metrics["train/updates"])
 
     seconds = time_calls(call, profile.repeats, profile.min_repeat_s)
-    ran = sorted({int(u) for u in updates})
+    ran = sorted({int(u) for u in np.concatenate([np.ravel(u) for u in updates])})
     if ran != [config.chunk_updates]:
         raise RuntimeError(
             f"{prefix}: chunks ran {ran} updates, expected {config.chunk_updates} each"
         )
-    steps = config.chunk_updates * config.batch_size
+    steps = config.chunk_updates * config.batch_size * setup.members.count  # all members
     return [
         rate(f"{prefix}/sps", "steps/s", [steps / s for s in seconds]),
         rate(f"{prefix}/updates_per_s", "updates/s", [config.chunk_updates / s for s in seconds]),
@@ -685,9 +687,46 @@ def memory_child() -> None:
     )
 
 
-def _run_child(entry: str, spec: dict[str, Any]) -> dict[str, Any]:
+def scale_child() -> None:
+    """Child process entry: train figures of one config on ``JAX_NUM_CPU_DEVICES`` devices."""
+    spec = json.loads(sys.argv[1])
+    config = ConfigSpec("child", spec["path"], tuple(spec["overrides"])).load()
+    figures = train_figures("", config, PROFILES[spec["profile"]])
+    rows = [dataclasses.asdict(f) for f in figures]  # name, unit, higher_is_better, samples
+    print(json.dumps({"devices": jax.device_count(), "figures": rows}))
+
+
+def scale_figures(spec: ConfigSpec, num_envs: int, profile: Profile) -> tuple[list[Figure], str]:
+    """Train figures on 1 device and on 2 (or every local accelerator), each in a child.
+
+    On CPU the 2 devices are virtual (``JAX_NUM_CPU_DEVICES=2``) and share the same cores:
+    the figure is the cost of sharding, not a speed-up. Returns the figures and a note.
+    """
+    platform = jax.devices()[0].platform
+    many = 2 if platform == "cpu" else jax.local_device_count()
+    if many < 2:
+        return [], f"scale: one {platform} device, nothing to shard over"
+    figures = []
+    for devices in (1, many):
+        child = {
+            "path": spec.path,
+            "overrides": [*spec.overrides, f"env.num_envs={num_envs}", f"mesh.devices={devices}"],
+            "profile": profile.name,
+        }
+        extra = {"JAX_NUM_CPU_DEVICES": str(devices)} if platform == "cpu" else {}
+        result = _run_child("scale_child", child, extra)
+        for f in result["figures"]:
+            f["name"] = f"scale/{spec.label}/devices={devices}" + f["name"]
+            figures.append(Figure(**{**f, "samples": tuple(f["samples"])}))
+    kind = "virtual CPU devices sharing the cores" if platform == "cpu" else f"{platform}s"
+    return figures, f"scale: devices={many} are {kind}"
+
+
+def _run_child(
+    entry: str, spec: dict[str, Any], extra_env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run ``bench.throughput.<entry>()`` in a fresh Python with ``spec``; its last JSON line."""
-    env = dict(os.environ)
+    env = {**os.environ, **(extra_env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.run(
         [
@@ -936,6 +975,26 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
             for other in ("rule_stage", "curriculum_3v3"):
                 ratio = league / median_of(f"selfplay/{other}/sps")
                 outcome.ratios[f"selfplay/league/sps over {other}"] = ratio
+        elif section == "scale":
+            for seeds in (1, SCALE_SEEDS):
+                _log(f"[scale] {first.label}: train.num_seeds={seeds}, vmapped")
+                config = first.load([*train_extra, f"train.num_seeds={seeds}"])
+                report(measure.train(f"scale/{first.label}/seeds={seeds}", config))
+            ratio = median_of(f"scale/{first.label}/seeds={SCALE_SEEDS}/sps") / median_of(
+                f"scale/{first.label}/seeds=1/sps"
+            )
+            outcome.ratios[f"scale/{first.label}/sps seeds={SCALE_SEEDS}/seeds=1"] = ratio
+            num_envs = plan.train_envs or SCALE_DEVICE_ENVS
+            _log(f"[scale] {first.label}: {num_envs} envs on 1 device and sharded, in children")
+            new, note = scale_figures(first, num_envs, profile)
+            report(new)
+            outcome.notes.append(note)
+            if new:
+                many = new[-1].name.split("/")[2]
+                ratio = median_of(f"scale/{first.label}/{many}/sps") / median_of(
+                    f"scale/{first.label}/devices=1/sps"
+                )
+                outcome.ratios[f"scale/{first.label}/sps {many}/devices=1"] = ratio
         outcome.section_wall_s[section] = time.perf_counter() - start
         _log(f"[{section}] {outcome.section_wall_s[section]:.1f} s")
     return figures, outcome

@@ -6,8 +6,8 @@ steps its share of the envs (``env.num_envs`` is the global count). Processes jo
 
 - ``--coordinator HOST:PORT --num-processes N --process-id I`` are given, or
 - the environment names a cluster JAX detects by itself: a SLURM job step of several tasks
-  (``srun``), a Cloud TPU pod slice (``TPU_WORKER_HOSTNAMES`` with several hosts), or
-  ``JAX_COORDINATOR_ADDRESS``.
+  (``srun``) or a Cloud TPU pod slice (``TPU_WORKER_HOSTNAMES`` with several hosts, or
+  ``MEGASCALE_COORDINATOR_ADDRESS``).
 
 Only process 0 writes TensorBoard events and the config; every process takes part in
 Orbax's checkpoint writes (each writes the shards it holds, process 0 the metadata).
@@ -34,7 +34,7 @@ class DistributedError(ValueError):
 class Cluster:
     """How this process joins the others: explicit flags, or JAX's detection (all None)."""
 
-    source: str  # "flags", "slurm", "tpu-pod" or "JAX_COORDINATOR_ADDRESS"
+    source: str  # "flags", "slurm" or "tpu-pod"
     coordinator: str | None = None  # HOST:PORT of process 0
     num_processes: int | None = None
     process_id: int | None = None
@@ -48,8 +48,6 @@ def detect(environ: Mapping[str, str] = os.environ) -> str | None:
     hosts = [h for h in environ.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
     if len(hosts) > 1 or environ.get("MEGASCALE_COORDINATOR_ADDRESS"):
         return "tpu-pod"
-    if environ.get("JAX_COORDINATOR_ADDRESS"):
-        return "JAX_COORDINATOR_ADDRESS"
     return None
 
 

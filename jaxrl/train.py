@@ -91,7 +91,17 @@ def run_summary(
 ) -> str:
     """A few lines describing the run, printed before training."""
     ppo, env = config.ppo, config.env
-    devices = ", ".join(f"{d.platform}:{d.id}" for d in jax.devices())
+    devices = ", ".join(f"{d.platform}:{d.id}" for d in jax.devices()[:8]) + (
+        ", ..." if jax.device_count() > 8 else ""
+    )
+    if jax.process_count() > 1:
+        devices += f" ({jax.device_count()} devices of {jax.process_count()} processes)"
+    shards = setup.layout.devices
+    devices += (
+        f"; env batch sharded over {shards} ({env.num_envs // shards} envs each), params replicated"
+        if shards > 1
+        else "; one device trains"
+    )
     on = lambda flag: "on" if flag else "off"  # noqa: E731
     lines = [
         f"jaxrl on jax {jax.__version__}",

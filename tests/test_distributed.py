@@ -9,6 +9,7 @@ gradient steps; the 1-device run is this test process's own (one CPU device).
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -131,6 +132,14 @@ def test_two_processes_equal_two_devices(runs):
     _assert_close(two_processes, two_devices)
 
 
+def test_two_device_run_resumes_on_one_device(runs, tmp_path):
+    root, one = runs
+    shutil.copytree(root / "two_devices", tmp_path / "run")
+    shutil.rmtree(tmp_path / "run" / "checkpoints" / "6")  # back to update 3
+    resumed = train(run_dir=tmp_path / "run", resume=True, quiet=True)
+    _assert_close(resumed.runner.params, one.runner.params)
+
+
 def test_only_process_zero_writes_logs(runs):
     root, _ = runs
     events = list((root / "two_processes").glob("events.out.tfevents.*"))
@@ -179,6 +188,4 @@ def test_process_flags_and_detection():
     assert detect({**slurm, "SLURM_NTASKS": "1"}) is None  # one task: nothing to join
     assert detect({"TPU_WORKER_HOSTNAMES": "t1,t2,t3,t4"}) == "tpu-pod"
     assert detect({"TPU_WORKER_HOSTNAMES": "localhost"}) is None  # a single-host TPU VM
-    assert cluster_from_flags(None, None, None, environ={"JAX_COORDINATOR_ADDRESS": "h:1"}) == (
-        Cluster("JAX_COORDINATOR_ADDRESS")
-    )
+    assert cluster_from_flags(None, None, None, environ=slurm) == Cluster("slurm")
