@@ -13,13 +13,16 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnax
+import jax
+import jax.numpy as jnp
 
 from envs.probes import MemoryProbe
-from envs.wrappers import ActionRepeat, EpisodeStatistics, MaskObservation, Wrapper
+from envs.wrappers import ActionRepeat, EpisodeStatistics, Float32, MaskObservation, Wrapper
 
 __all__ = [
     "ActionRepeat",
     "EpisodeStatistics",
+    "Float32",
     "MaskObservation",
     "MemoryProbe",
     "Wrapper",
@@ -47,6 +50,19 @@ def _masked_cartpole() -> MaskObservation:
     return MaskObservation(env, keep=(0, 2))
 
 
+def _is_float32(env: Any, params: Any) -> bool:
+    """Whether ``env`` returns float32 observations and rewards (traced abstractly)."""
+    key = jax.random.key(0)
+
+    def one_step():
+        obs, state = env.reset(key, params)
+        action = env.action_space(params).sample(key)
+        return obs, env.step(key, state, action, params)[2]
+
+    obs, reward = jax.eval_shape(one_step)
+    return obs.dtype == jnp.float32 and reward.dtype == jnp.float32
+
+
 def registered_envs() -> list[str]:
     """All names ``make`` accepts: gymnax's and ours."""
     return sorted(set(gymnax.registered_envs) | set(_OWN_ENVS))
@@ -72,6 +88,8 @@ def make(name: str, **overrides: Any) -> tuple[Any, Any]:
         params = env.default_params
     elif name in gymnax.registered_envs:
         env, params = gymnax.make(name)
+        if not _is_float32(env, params):
+            env = Float32(env)
     else:
         raise ValueError(f"unknown environment {name!r}; known: {', '.join(registered_envs())}")
     try:

@@ -169,3 +169,33 @@ class MaskObservation(Wrapper):
         obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
         info = {**info, "final_observation": self._mask(info["final_observation"])}
         return self._mask(obs), state, reward, terminated, truncated, info
+
+
+class Float32(Wrapper):
+    """Observations (and ``info["final_observation"]``) and rewards as float32.
+
+    A few gymnax envs return integer observations (``FourRooms-misc``, ``FrozenLake-misc``)
+    or rewards (``BernoulliBandit-misc``, ``UmbrellaChain-bsuite``); :func:`envs.make` wraps
+    those so that every registered env meets the same contract.
+    """
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+        """Reset; float32 observation."""
+        obs, state = self._env.reset(key, params)
+        return obs.astype(jnp.float32), state
+
+    def step(self, key: jax.Array, state: Any, action: Any, params: Any):
+        """Step; float32 observation, final observation and reward."""
+        obs, state, reward, terminated, truncated, info = self._env.step(
+            key, state, action, params
+        )
+        if "final_observation" in info:
+            info = {**info, "final_observation": info["final_observation"].astype(jnp.float32)}
+        return (
+            obs.astype(jnp.float32),
+            state,
+            jnp.asarray(reward, jnp.float32),
+            terminated,
+            truncated,
+            info,
+        )

@@ -376,6 +376,10 @@ def config_from_dict(data: dict[str, Any] | None) -> Config:
     return config
 
 
+_YAML_KINDS = {"list": "a list", "int": "a number", "float": "a number", "str": "a string",
+               "bool": "a boolean"}  # fmt: skip
+
+
 def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
@@ -388,10 +392,20 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:
             first = str(err).splitlines()[0]
             raise ConfigError(f"config file {path} is not valid YAML: {first}") from None
+        if data is None:
+            raise ConfigError(
+                f"config file {path} is empty; give at least one section (e.g. env:), or "
+                "copy one from configs/"
+            )
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"config file {path}: the top level must be a mapping of sections (env:, "
+                f"ppo:, ...), got {_YAML_KINDS.get(type(data).__name__, type(data).__name__)}"
+            )
     for key, value in parse_overrides(overrides or []):
         _set_path(data, key, value)
     return config_from_dict(data)

@@ -184,6 +184,29 @@ def test_missing_file_and_bad_yaml(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "is empty; give at least one section"),
+        ("# only a comment\n", "is empty; give at least one section"),
+        (
+            "- env\n- ppo\n",
+            "the top level must be a mapping of sections (env:, ppo:, ...), got a list",
+        ),
+        ("42\n", "the top level must be a mapping of sections (env:, ppo:, ...), got a number"),
+    ],
+)
+def test_empty_or_non_mapping_file_is_one_line_exit_2(tmp_path, capsys, text, message):
+    from jaxrl.train import main  # noqa: PLC0415
+
+    path = _write(tmp_path, text)
+    assert main(["--config", str(path), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"config error: config file {path}") and err.count("\n") == 1
+    assert message in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
     ("overrides", "key"),
     [
         pytest.param(["ppo.num_steps=true"], "ppo.num_steps", id="bool_for_int"),
