@@ -8,14 +8,14 @@ struct (e.g. Soccer's ``reward``) takes a mapping of its own fields (:func:`over
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import gymnax
 import jax
 import jax.numpy as jnp
 
+from envs.params import nest_dotted, override_params
 from envs.probes import MemoryProbe
 from envs.wrappers import ActionRepeat, EpisodeStatistics, Float32, MaskObservation, Wrapper
 
@@ -96,73 +96,6 @@ def make(name: str, **overrides: Any) -> tuple[Any, Any]:
         return env, override_params(params, overrides)
     except ValueError as err:
         raise ValueError(f"{name}: {err}") from None
-
-
-def override_params(params: Any, overrides: Mapping[str, Any], prefix: str = "") -> Any:
-    """``params`` with fields replaced; a mapping given for a struct field replaces its fields.
-
-    ``override_params(p, {"max_steps": 200, "reward": {"touch": 0.1}})`` sets ``p.max_steps``
-    and ``p.reward.touch`` and keeps every other field of ``p.reward``, at any depth.
-
-    Args:
-      params: a dataclass pytree (``flax.struct``), e.g. an env's ``EnvParams``.
-      overrides: field name -> new value, or -> a mapping of overrides for a struct field.
-      prefix: dotted path of ``params`` inside the outer params, for error messages.
-
-    Returns:
-      The new params (``params`` is not modified).
-
-    Raises:
-      ValueError: an unknown field, a mapping for a non-struct field or a scalar for a struct
-        field, named by its dotted path.
-    """
-    fields = {f.name for f in dataclasses.fields(params)}
-    changes = {}
-    for key, value in overrides.items():
-        path = f"{prefix}{key}"
-        if key not in fields:
-            raise ValueError(f"no parameter {path!r}; known: {', '.join(sorted(fields))}")
-        current = getattr(params, key)
-        if isinstance(value, Mapping):
-            if not _is_struct(current):
-                raise ValueError(f"parameter {path!r} is not a struct: got a mapping {value!r}")
-            value = override_params(current, value, f"{path}.")
-        elif _is_struct(current) and not isinstance(value, type(current)):
-            raise ValueError(
-                f"parameter {path!r} is a {type(current).__name__}: give a mapping of its "
-                f"fields, got {value!r}"
-            )
-        elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)  # an int for a float parameter (gravity=10) keeps it a float
-        changes[key] = value
-    return params.replace(**changes)
-
-
-def nest_dotted(items: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Dotted override pairs as the nested mapping :func:`make` takes.
-
-    ``[("reward.touch", 0.1), ("blue_size", 2)]`` -> ``{"reward": {"touch": 0.1}, "blue_size": 2}``.
-    The nested form is what :func:`make` and :func:`override_params` take.
-
-    Raises:
-      ValueError: a key given both as a value and as a struct (``reward=1`` and ``reward.touch``).
-    """
-    nested: dict[str, Any] = {}
-    for key, value in items:
-        *heads, last = key.split(".")
-        target = nested
-        for head in heads:
-            target = target.setdefault(head, {})
-            if not isinstance(target, dict):
-                raise ValueError(f"{key}: {head} is given both as a value and a mapping")
-        if isinstance(target.get(last), dict):
-            raise ValueError(f"{key}: {last} is given both as a value and a mapping")
-        target[last] = value
-    return nested
-
-
-def _is_struct(value: Any) -> bool:
-    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 def is_discrete(env: Any, params: Any) -> bool:

@@ -186,9 +186,7 @@ class Float32(Wrapper):
 
     def step(self, key: jax.Array, state: Any, action: Any, params: Any):
         """Step; float32 observation, final observation and reward."""
-        obs, state, reward, terminated, truncated, info = self._env.step(
-            key, state, action, params
-        )
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
         if "final_observation" in info:
             info = {**info, "final_observation": info["final_observation"].astype(jnp.float32)}
         return (

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import dacite
-import numpy as np
 import yaml
 
 PRECISIONS = ("float32", "bfloat16", "auto")
@@ -449,7 +448,7 @@ def validate(config: Config) -> None:
         f"env.name: unknown environment {env.name!r}" + _suggest(env.name, envs.registered_envs()),
     )
     _, default_params = envs.make(env.name)
-    _check_env_overrides("env.kwargs", env.kwargs, default_params, staged=False)
+    _check_overrides("env.kwargs", env.kwargs, default_params, staged=False)
     try:
         _, base_params = envs.make(env.name, **env.kwargs)
     except (ValueError, TypeError) as err:
@@ -524,7 +523,7 @@ def validate(config: Config) -> None:
     for i, stage in enumerate(config.curriculum.stages):
         where = f"curriculum.stages[{i}]"
         # Stage overrides sit on top of env.kwargs (the base params the stage tables start from).
-        _check_env_overrides(f"{where}.env", stage.env, base_params, staged=True)
+        _check_overrides(f"{where}.env", stage.env, base_params, staged=True)
         try:
             envs.override_params(base_params, stage.env)
         except (ValueError, TypeError) as err:
@@ -705,89 +704,21 @@ def _validate_evaluation(config: Config, base_params: Any) -> None:
         _require(lane.envs >= 1, f"{where}.envs must be >= 1, got {lane.envs}")
         # Lane params are stacked per env next to the training envs' params: like stages,
         # only array leaves can differ.
-        _check_env_overrides(f"{where}.env", lane.env, base_params, staged=True)
+        _check_overrides(f"{where}.env", lane.env, base_params, staged=True)
         try:
             envs.override_params(base_params, lane.env)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"{where}.env: {err}") from None
 
 
-def _check_env_overrides(where: str, overrides: Any, params: Any, *, staged: bool) -> None:
-    """Check EnvParams overrides against ``params``, recursing into struct fields.
+def _check_overrides(where: str, overrides: Any, params: Any, *, staged: bool) -> None:
+    """:func:`envs.params.check_overrides`, its error as a :class:`ConfigError`."""
+    from envs.params import check_overrides  # noqa: PLC0415 - envs imports gymnax (a backend)
 
-    A struct field (a dataclass, e.g. Soccer's ``reward``) takes a mapping of its own fields;
-    any other field takes a value of its default's kind. ``staged``: curriculum overrides,
-    which become array leaves gathered by the stage index, so a static field is refused.
-    """
-    if not isinstance(overrides, dict):
-        raise ConfigError(f"{where}: expected a mapping, got {overrides!r}")
-    fields = {f.name: f for f in dataclasses.fields(params)}
-    for key, value in overrides.items():
-        path = f"{where}.{key}"
-        if "." in str(key):  # dotted paths are for command-line overrides; YAML nests
-            *heads, last = str(key).split(".")
-            nested = f"{last}: ..."
-            for head in reversed(heads):
-                nested = f"{head}: {{{nested}}}"
-            raise ConfigError(f"{where}: dotted key {key!r} in a mapping; write {nested}")
-        if key not in fields:
-            close = difflib.get_close_matches(str(key), list(fields), n=1)
-            if close:
-                hint = f" (did you mean {where}.{close[0]}?)"
-            else:
-                hint = f" (known: {', '.join(sorted(fields))})"
-            raise ConfigError(f"unknown env parameter {path}{hint}")
-        if staged and not fields[key].metadata.get("pytree_node", True):
-            raise ConfigError(
-                f"{path}: static field (pytree_node=False) of {type(params).__name__}, it "
-                f"cannot change between curriculum stages; set it in env.kwargs"
-            )
-        default = getattr(params, key)
-        if dataclasses.is_dataclass(default) and not isinstance(default, type):
-            if not isinstance(value, dict):
-                raise ConfigError(
-                    f"{path}: expected a mapping of {type(default).__name__} fields, got {value!r}"
-                )
-            _check_env_overrides(path, value, default, staged=staged)
-        elif isinstance(value, dict):
-            raise ConfigError(f"{path}: not a struct, expected a single value, got {value!r}")
-        elif staged and not (isinstance(default, (bool, int, float)) or hasattr(default, "dtype")):
-            raise ConfigError(
-                f"{path}: a {type(default).__name__} parameter cannot change between curriculum "
-                f"stages (only numbers and bools stack into per-stage arrays)"
-            )
-        else:
-            _check_env_param(path, value, default)
-
-
-def _check_env_param(key: str, value: Any, default: Any) -> None:
-    """An env parameter override must have the kind of value its default has."""
-    shape = tuple(getattr(default, "shape", ()))
-    if shape:  # an array parameter takes a (nested) list of numbers of its shape
-        try:
-            array = np.asarray(value)
-        except ValueError:
-            array = None
-        if array is None or array.shape != shape or array.dtype.kind not in "biuf":
-            raise ConfigError(
-                f"{key}: expected a list of numbers of shape {list(shape)}, got {value!r}"
-            )
-        if str(default.dtype) != "bool" and array.dtype.kind == "b":
-            raise ConfigError(f"{key}: expected numbers, got {value!r}")
-        return
-    if isinstance(default, bool) or str(getattr(default, "dtype", "")) == "bool":
-        ok = isinstance(value, bool)
-        kind = "bool"
-    elif isinstance(default, int) or "int" in str(getattr(default, "dtype", "")):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        kind = "int"
-    elif isinstance(default, float) or "float" in str(getattr(default, "dtype", "")):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        kind = "number"
-    else:
-        return  # arrays or other structures: checked by the env itself
-    if not ok:
-        raise ConfigError(f"{key}: expected {kind}, got {value!r}")
+    try:
+        check_overrides(where, overrides, params, staged=staged)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _suggest(word: str, options: list[str]) -> str:

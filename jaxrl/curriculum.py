@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from envs.params import flatten, get_path, replace_path
 from jaxrl.config import SWITCHABLE, CurriculumConfig
 from jaxrl.features import Feature, FeatureOutput, UpdateResult, masked_sums, set_rows
 from jaxrl.layout import Layout
@@ -80,11 +81,11 @@ def make_spec(config: CurriculumConfig, default_params: Any) -> CurriculumSpec |
     """
     if not config.stages:
         return None
-    overrides = [_flatten(stage.env) for stage in config.stages]
+    overrides = [flatten(stage.env) for stage in config.stages]
     keys = sorted({k for stage in overrides for k in stage})
     tables = {}
     for key in keys:
-        default = _get_path(default_params, key)
+        default = get_path(default_params, key)
         dtype = np.asarray(default).dtype
         if dtype == np.float64:
             dtype = np.float32
@@ -114,7 +115,7 @@ def stage_params(spec: CurriculumSpec | None, base_params: Any, stage: jax.Array
         return base_params
     params = base_params
     for key, table in spec.param_tables.items():
-        params = _replace_path(params, key.split("."), jnp.asarray(table)[stage])
+        params = replace_path(params, key, jnp.asarray(table)[stage])
     return params
 
 
@@ -123,36 +124,10 @@ def env_params_at(spec: CurriculumSpec | None, params: Any, stage: jax.Array, ro
     if spec is None:
         return params
     for key, table in spec.param_tables.items():
-        names = key.split(".")
-        leaf = _get_path(params, key)
+        leaf = get_path(params, key)
         leaf = leaf.at[:rows].set(jnp.asarray(table)[stage])
-        params = _replace_path(params, names, leaf)
+        params = replace_path(params, key, leaf)
     return params
-
-
-def _flatten(overrides: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"reward": {"touch": 0.1}, "opponent_kind": 1}`` -> ``{"reward.touch": 0.1, ...}``."""
-    flat = {}
-    for key, value in overrides.items():
-        if isinstance(value, dict):
-            flat.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
-def _get_path(params: Any, dotted: str) -> Any:
-    for name in dotted.split("."):
-        params = getattr(params, name)
-    return params
-
-
-def _replace_path(params: Any, names: list[str], value: Any) -> Any:
-    """``params`` with the leaf at ``names`` (a path through struct fields) replaced."""
-    head, *rest = names
-    if rest:
-        value = _replace_path(getattr(params, head), rest, value)
-    return params.replace(**{head: value})
 
 
 def window_mean(state: CurriculumState, length: jax.Array) -> jax.Array:

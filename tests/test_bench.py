@@ -19,7 +19,7 @@ from pathlib import Path
 import jax
 import pytest
 
-from bench import throughput
+from bench import figures, throughput, train_bench
 
 REPO = Path(__file__).resolve().parents[1]
 FIELDS = {"median", "min", "max", "unit", "higher_is_better", "repeats"}
@@ -146,19 +146,20 @@ def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, monkeypatch):
 
 def test_reference_runs_in_a_fresh_process_with_and_without_fast_prng():
     """``--reference`` runs bench.reference_ppo in a child, as shipped and with jaxrl.prng."""
-    spec = throughput.ConfigSpec("cartpole", str(REPO / "configs" / "cartpole.yaml"), ())
+    spec = figures.ConfigSpec("cartpole", str(REPO / "configs" / "cartpole.yaml"), ())
     config = spec.load_as_written(["train.total_steps=1024", "train.updates_per_chunk=2"])
-    kwargs = throughput.reference_kwargs(config)
+    kwargs = train_bench.reference_kwargs(config)
     assert kwargs is not None and kwargs["total_steps"] == 1024  # 2 updates of 4 x 128
     for fast_prng in (False, True):
-        out = throughput._run_child(
-            "reference_child", {"seed": 0, "kwargs": kwargs, "fast_prng": fast_prng}
+        out = figures.run_child(
+            "bench.train_bench.reference_child",
+            {"seed": 0, "kwargs": kwargs, "fast_prng": fast_prng},
         )
         assert out["sps"] > 0 and out["compile_s"] > 0 and math.isfinite(out["final_return"])
-    recurrent = throughput.ConfigSpec(
+    recurrent = figures.ConfigSpec(
         "gru", str(REPO / "configs" / "cartpole.yaml"), ("network.core=gru",)
     ).load_as_written()
-    assert throughput.reference_kwargs(recurrent) is None  # not the reference's model
+    assert train_bench.reference_kwargs(recurrent) is None  # not the reference's model
 
 
 def test_env_param_dotted_keys_set_struct_fields():
