@@ -109,3 +109,7 @@ register("MemoryProbe", MemoryProbe)
 from envs.soccer import Soccer  # noqa: E402 - registered after the registry is defined
 
 register("Soccer", Soccer)
+
+from envs.cyber import Cage2  # noqa: E402 - registered after the registry is defined
+
+register("CAGE2", Cage2)

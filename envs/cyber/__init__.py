@@ -1,0 +1,31 @@
+"""CAGE-2 (CybORG 2.1 Scenario 2) cyber defence in pure JAX: the env, Red agents, Blue baselines.
+
+``Cage2`` (registered as ``CAGE2``) is the Blue defender's env; :mod:`envs.cyber.env` lists
+its rules and every simplification. :mod:`envs.cyber.red` holds B_line and Meander,
+:mod:`envs.cyber.blue` the scripted Blue baselines, :mod:`envs.cyber.tables` the scenario's
+static facts (hosts, action layout, services, decoys, rewards).
+"""
+
+from envs.cyber import blue, red, tables
+from envs.cyber.env import (
+    EXTENDED_DIM,
+    REWARD_TERMS,
+    TABLE_DIM,
+    Cage2,
+    EnvParams,
+    EnvState,
+    observe,
+)
+
+__all__ = [
+    "EXTENDED_DIM",
+    "REWARD_TERMS",
+    "TABLE_DIM",
+    "Cage2",
+    "EnvParams",
+    "EnvState",
+    "blue",
+    "observe",
+    "red",
+    "tables",
+]

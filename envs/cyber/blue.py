@@ -1,0 +1,114 @@
+"""CybORG++'s scripted Blue baselines as pure-JAX policies on the 52-bit table.
+
+Each policy is ``act(policy_state, obs [52+], key) -> (action int32, policy_state)`` with a
+fresh :func:`init_policy_state` per episode (the fidelity bench plays whole episodes).
+
+- ``sleep``: always Sleep.
+- ``random``: a uniformly random action among the 145.
+- ``react_restore`` (mini_CAGE's ``React_restore_minimal``): remembers every host whose table
+  row shows it compromised (User or Privileged) and restores the lowest-index remembered host,
+  one per step; sleeps when none is pending.
+- ``react_decoy`` (mini_CAGE's ``Restore_decoys``): the same restores; on a step it would
+  sleep it places the next decoy of a fixed greedy list (Enterprise2, Op_Server0, Enterprise1,
+  Enterprise0, ...), each list entry tried once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from envs.cyber import tables as tb
+
+
+class PolicyState(struct.PyTreeNode):
+    """A scripted Blue's memory."""
+
+    pending: jax.Array  # [13] bool, hosts seen compromised and not yet restored
+    next_decoy: jax.Array  # () int32, index into DECOY_PLAN of the next decoy to place
+
+
+def init_policy_state() -> PolicyState:
+    """An empty memory for a new episode."""
+    return PolicyState(pending=jnp.zeros(tb.NUM_HOSTS, bool), next_decoy=jnp.int32(0))
+
+
+def _decoy_action(decoy: int, host: int) -> int:
+    return tb.DECOY + tb.NUM_HOSTS * decoy + host
+
+
+# mini_CAGE's Restore_decoys host order [3, 7, 2, 1, 7, 7, 1, 7, 1, 1] (Enterprise2,
+# Op_Server0, Enterprise1, Enterprise0, ...), each host taking its next decoy in Cardiff's
+# per-host preference (mini_CAGE HOST_DECOYS).
+DECOY_PLAN = np.array(
+    [
+        _decoy_action(tb.FEMITTER, tb.ENTERPRISE2),
+        _decoy_action(tb.HARAKA_SMTP, tb.OP_SERVER0),
+        _decoy_action(tb.FEMITTER, tb.ENTERPRISE1),
+        _decoy_action(tb.HARAKA_SMTP, tb.ENTERPRISE0),
+        _decoy_action(tb.APACHE, tb.OP_SERVER0),
+        _decoy_action(tb.TOMCAT, tb.OP_SERVER0),
+        _decoy_action(tb.TOMCAT, tb.ENTERPRISE0),
+        _decoy_action(tb.VSFTPD, tb.OP_SERVER0),
+        _decoy_action(tb.VSFTPD, tb.ENTERPRISE0),
+        _decoy_action(tb.APACHE, tb.ENTERPRISE0),
+    ],
+    np.int32,
+)
+
+
+def compromised_rows(obs: jax.Array) -> jax.Array:
+    """Hosts whose table row shows User or Privileged (second compromised bit), bool [13]."""
+    return obs[: 4 * tb.NUM_HOSTS].reshape(tb.NUM_HOSTS, 4)[:, 3] > 0.5
+
+
+def sleep(state: PolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, PolicyState]:
+    """Always Sleep."""
+    del obs, key
+    return jnp.int32(tb.SLEEP), state
+
+
+def random(state: PolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, PolicyState]:
+    """A uniformly random action."""
+    del obs
+    return jax.random.randint(key, (), 0, tb.NUM_ACTIONS, jnp.int32), state
+
+
+def react_restore(
+    state: PolicyState, obs: jax.Array, key: jax.Array
+) -> tuple[jax.Array, PolicyState]:
+    """Restore the lowest-index host ever seen compromised and not restored since."""
+    del key
+    pending = state.pending | compromised_rows(obs)
+    host = jnp.argmax(pending)
+    any_pending = jnp.any(pending)
+    action = jnp.where(any_pending, tb.RESTORE + host, tb.SLEEP).astype(jnp.int32)
+    pending = pending & ~(any_pending & (jnp.arange(tb.NUM_HOSTS) == host))
+    return action, state.replace(pending=pending)
+
+
+def react_decoy(
+    state: PolicyState, obs: jax.Array, key: jax.Array
+) -> tuple[jax.Array, PolicyState]:
+    """React-Restore, placing the next planned decoy where it would sleep."""
+    action, state = react_restore(state, obs, key)
+    idle = action == tb.SLEEP
+    has_plan = state.next_decoy < len(DECOY_PLAN)
+    plan = jnp.asarray(DECOY_PLAN)[jnp.minimum(state.next_decoy, len(DECOY_PLAN) - 1)]
+    place = idle & has_plan
+    return (
+        jnp.where(place, plan, action).astype(jnp.int32),
+        state.replace(next_decoy=state.next_decoy + place.astype(jnp.int32)),
+    )
+
+
+BASELINES: dict[str, Callable] = {
+    "sleep": sleep,
+    "random": random,
+    "react_restore": react_restore,
+    "react_decoy": react_decoy,
+}

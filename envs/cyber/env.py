@@ -1,0 +1,496 @@
+"""CAGE-2 (CybORG 2.1 Scenario 2) as a pure-JAX gymnax environment for the Blue defender.
+
+Network: 13 hosts in 3 subnets (:mod:`envs.cyber.tables`). Red starts with SYSTEM on User0
+and walks User -> Enterprise -> Op_Server0, whose service it stops (Impact). Blue acts first
+in each step, then Red (CybORG's agent order); Blue's Monitor runs after every step.
+
+Blue actions, ``Discrete(145)`` in CybORG's order (``EnumActionWrapper``): 0 Sleep, 1 Monitor,
+2-14 Analyse(host), 15-27 Remove(host), 28-131 Decoy(type, host) with ``28 + 13 * type + host``
+for the types Apache, Femitter, HarakaSMPT, Smss, SSHD, Svchost, Tomcat, Vsftpd, and
+132-144 Restore(host); hosts in alphabetical order.
+
+- Analyse finds Red's exploit file (density 0.9): the host shows Privileged.
+- Remove kills Red's user-level shell; a root/SYSTEM shell survives, and so does a shell that
+  Red escalates in the same step (CybORG++: Escalate beats Remove).
+- Decoy places the decoy service if the host accepts it and its port is free. An exploit
+  aimed at a decoy fails (and shows as a scan).
+- Restore (cost 1) resets the host: Red's access, its files, the decoys and (on Op_Server0)
+  the Impact. Red keeps User0.
+
+Red: B_line, Meander or Sleep (:mod:`envs.cyber.red`), chosen by ``EnvParams.red_agent``.
+An exploit picks among the services Red saw when it last port-scanned the host (so a decoy
+placed after the scan is not chosen): the highest-weight one 75% of the time, otherwise a
+random other one. Some exploits land as root/SYSTEM and count as privileged at once.
+
+Observation (``obs_mode="table"``), float32 [52]: per host (alphabetical) 2 activity bits
+(None 00, Scan 10, Exploit 11; this step only) and 2 compromised bits (No 00, Unknown 10,
+User 01, Privileged 11; kept until changed). A port scan always shows; a successful exploit
+shows as Exploit with probability 0.95 (SSHBruteForce: always), else as Scan; a detected
+exploit marks the host User. ``obs_mode="extended"`` appends, float32 [79]: per host the scan
+history (0 never, 0.5 before, 1 this step), per host the number of decoys in place / 4, and
+the step / 100.
+
+Reward (Blue), float32, rounded to 0.1: minus the sum over hosts where Red holds root/SYSTEM
+(1.0 for Enterprise0-2 and Op_Server0, 0.1 for User1-4, Op_Host0-2 and Defender, 0 for User0),
+minus 10 while Op_Server0 is impacted, minus 1 per Restore. ``info["reward_terms"]`` holds
+the three terms (``access``, ``impact``, ``restore``). No termination; the episode is cut at
+``max_steps_in_episode`` (truncated).
+
+Simplifications (each one checked against the reference scores by ``bench.cyber_fidelity``):
+
+- No IP addresses, ports, processes, files or sessions: a host is Red's access level (none,
+  user, root), a malware-file flag, the set of decoys in place and the exploits Red learned
+  from port scans. Services per host, root-landing exploits and decoy compatibility are the
+  tables in :mod:`envs.cyber.tables` (CybORG++'s appendix and mini_CAGE).
+- No routing or firewall checks: Red can scan and exploit any host it has discovered (it only
+  discovers Enterprise hosts through a user host and Op_Server0 through Enterprise2, the
+  routes CybORG enforces). Red's actions other than exploits and escalations on a lost host
+  always succeed.
+- Meander reads its own access from the true state (as mini_CAGE does), instead of CybORG's
+  belief lists that roll back after a failure; it never exploits the Defender or User0.
+- Green is asleep (Scenario2's default and the official evaluation's setting).
+- Detection of a failed exploit: a decoy hit shows as Scan; any other failure shows nothing.
+  Impact and privilege escalation show nothing (as in CybORG's table).
+- Decoy compatibility is the host's initial one; a decoy also refuses a port another decoy
+  already holds (Femitter/Vsftpd on 21 when fixed, Apache/Vsftpd on 80 in 2.1).
+- ``fix_bugs=False`` keeps CybORG 2.1's bugs that change scores: Vsftpd decoy on port 80,
+  User3's SQL service hidden behind the 3389 typo and BlueKeep failing there, EternalBlue
+  failing on Enterprise1/2, and a Femitter decoy that keeps stopping FTP exploits after a
+  Restore (mini_CAGE's "femitter stuck"). The BlueTableWrapper misclassification and Remove's
+  reported success are not modelled (neither changes Blue's reward for our baselines).
+
+Episode settings are array leaves of :class:`EnvParams`, so one compiled step serves every
+Red agent, length and bug setting: ``red_agent=-1`` draws Red per episode (B_line with
+probability ``red_bline_prob``, else Meander) and ``max_steps_in_episode<=0`` draws the
+length per episode among 30, 50 and 100 (the evaluation lengths).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from envs.cyber import red
+from envs.cyber import tables as tb
+
+OBS_MODES = ("table", "extended")
+TABLE_DIM = 4 * tb.NUM_HOSTS  # 52
+EXTENDED_DIM = TABLE_DIM + 2 * tb.NUM_HOSTS + 1  # 79
+EPISODE_LENGTHS = np.array([30, 50, 100], np.int32)  # drawn when max_steps_in_episode <= 0
+
+# Blue table codes (int32) and their bits.
+ACT_NONE, ACT_SCAN, ACT_EXPLOIT = 0, 1, 2
+COMP_NO, COMP_UNKNOWN, COMP_USER, COMP_PRIVILEGED = 0, 1, 2, 3
+ACTIVITY_BITS = np.array([[0, 0], [1, 0], [1, 1]], np.float32)  # [3, 2]
+COMPROMISED_BITS = np.array([[0, 0], [1, 0], [0, 1], [1, 1]], np.float32)  # [4, 2]
+
+REWARD_TERMS = ("access", "impact", "restore")
+
+
+class EnvParams(struct.PyTreeNode):
+    """Episode settings. Every field but ``obs_mode`` is an array leaf (no recompiles)."""
+
+    red_agent: int = 1  # 0 Sleep, 1 B_line, 2 Meander, -1 drawn per episode
+    red_bline_prob: float = 0.5  # red_agent=-1: probability of B_line (else Meander)
+    max_steps_in_episode: int = 100  # episode length; <= 0 draws 30, 50 or 100 per episode
+    fix_bugs: bool = False  # False keeps CybORG 2.1's score-changing bugs
+    obs_mode: str = struct.field(pytree_node=False, default="table")  # table | extended
+
+    def __post_init__(self):
+        if self.obs_mode not in OBS_MODES:
+            raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {self.obs_mode!r}")
+
+
+class EnvState(struct.PyTreeNode):
+    """Per-instance state: the true network, Red's knowledge and Blue's table."""
+
+    time: jax.Array  # () int32, steps taken
+    max_steps: jax.Array  # () int32, this episode's length
+    red_agent: jax.Array  # () int32, this episode's Red (0 Sleep, 1 B_line, 2 Meander)
+    access: jax.Array  # [13] int32, Red's access per host: 0 none, 1 shell, 2 escalated
+    root_shell: jax.Array  # [13] bool, Red's shell there runs as root/SYSTEM (reward counts it)
+    malware: jax.Array  # [13] bool, Red's exploit file on disk (Analyse finds it)
+    decoys: jax.Array  # [13, 8] bool, decoy services in place
+    femitter_stuck: jax.Array  # [13] bool, 2.1 bug: FTP stays a decoy once Femitter was placed
+    impacted: jax.Array  # () bool, Op_Server0's service stopped
+    known: jax.Array  # [13] bool, hosts Red has discovered
+    scanned: jax.Array  # [13] bool, hosts Red has port-scanned
+    red_ports: jax.Array  # [13, 8] bool, exploits Red saw offered in its port scans
+    bline_stage: jax.Array  # () int32, B_line's next stage
+    bline_user: jax.Array  # () int32, B_line's user-subnet target (User1-4)
+    activity: jax.Array  # [13] int32, Blue table activity this step (ACT_*)
+    compromised: jax.Array  # [13] int32, Blue table compromised column (COMP_*)
+    scan_history: jax.Array  # [13] int32, 0 never scanned, 1 before, 2 this step
+
+
+class RedOutcome(struct.PyTreeNode):
+    """What Red's action did (internal to one step)."""
+
+    state: EnvState  # state after Red's action
+    success: jax.Array  # () bool
+    exploit_seen: jax.Array  # [13] bool, a detected successful exploit (Blue marks User)
+
+
+def _bug_tables(fix_bugs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(services [13, 8], broken [13, 8], decoy_exploit [8])`` for the bug setting."""
+    services = jnp.where(fix_bugs, tb.SERVICES_FIXED, tb.SERVICES_BUGGY)
+    broken = jnp.where(fix_bugs, tb.BROKEN_ALWAYS, tb.BROKEN_BUGGY)
+    decoy_exploit = jnp.where(fix_bugs, tb.DECOY_EXPLOIT_FIXED, tb.DECOY_EXPLOIT_BUGGY)
+    return services, broken, decoy_exploit
+
+
+def decoy_offers(decoys: jax.Array, decoy_exploit: jax.Array) -> jax.Array:
+    """Exploits the decoys in place lure, bool [13, 8] from ``decoys`` bool [13, 8]."""
+    lure = decoy_exploit[:, None] == jnp.arange(tb.NUM_EXPLOITS)[None, :]  # [decoy, exploit]
+    return jnp.any(decoys[:, :, None] & lure[None], axis=1)
+
+
+def choose_exploit(key: jax.Array, options: jax.Array) -> jax.Array:
+    """ExploitRemoteService's choice among ``options`` (bool [8]); -1 if there are none.
+
+    With several options the top-weight one (lowest index) is taken 75% of the time, otherwise
+    a uniformly random other option.
+    """
+    key_top, key_other = jax.random.split(key)
+    del key
+    top = jnp.argmax(options)
+    others = options & (jnp.arange(tb.NUM_EXPLOITS) != top)
+    other = jnp.argmax(jnp.where(others, jax.random.uniform(key_other, (tb.NUM_EXPLOITS,)) + 1, 0))
+    take_top = (jax.random.uniform(key_top) < 0.75) | ~jnp.any(others)
+    return jnp.where(jnp.any(options), jnp.where(take_top, top, other), -1).astype(jnp.int32)
+
+
+# ---- Blue's action ------------------------------------------------------------------------
+
+
+class BlueAction(struct.PyTreeNode):
+    """A decoded Blue action: one-hot host masks per kind."""
+
+    analyse: jax.Array  # [13] bool
+    remove: jax.Array  # [13] bool
+    restore: jax.Array  # [13] bool
+    decoy: jax.Array  # [13, 8] bool
+
+
+def decode_blue(action: jax.Array) -> BlueAction:
+    """Split a Blue action index (int32 in [0, 145)) into per-kind host masks."""
+    hosts = jnp.arange(tb.NUM_HOSTS)
+    decoy_index = action - tb.DECOY
+    in_decoys = (decoy_index >= 0) & (action < tb.RESTORE)
+    decoy = (
+        in_decoys
+        & (hosts[:, None] == decoy_index % tb.NUM_HOSTS)
+        & (jnp.arange(tb.NUM_DECOYS)[None, :] == decoy_index // tb.NUM_HOSTS)
+    )
+    return BlueAction(
+        analyse=hosts == action - tb.ANALYSE,
+        remove=hosts == action - tb.REMOVE,
+        restore=hosts == action - tb.RESTORE,
+        decoy=decoy,
+    )
+
+
+def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvState:
+    """Blue's Decoy and Restore take effect (before Red acts). Analyse and Remove only read."""
+    _, _, decoy_exploit = _bug_tables(fix_bugs)
+    port_taken = decoy_offers(state.decoys, decoy_exploit)  # [13, 8] per lured exploit
+    wanted_port = jnp.any(
+        blue.decoy[:, :, None] & (decoy_exploit[:, None] == jnp.arange(tb.NUM_EXPLOITS))[None],
+        axis=1,
+    )  # [13, 8]
+    free = ~jnp.any(wanted_port & port_taken, axis=1, keepdims=True)  # [13, 1]
+    placed = blue.decoy & jnp.asarray(tb.DECOY_COMPATIBLE) & free
+    stuck = state.femitter_stuck | (placed[:, tb.FEMITTER] & ~fix_bugs)
+
+    restore = blue.restore
+    keep_user0 = jnp.arange(tb.NUM_HOSTS) == tb.USER0
+    return state.replace(
+        decoys=(state.decoys | placed) & ~restore[:, None],
+        femitter_stuck=stuck,
+        access=jnp.where(restore & ~keep_user0, 0, state.access),
+        root_shell=state.root_shell & ~restore,
+        malware=state.malware & ~restore,
+        impacted=state.impacted & ~restore[tb.OP_SERVER0],
+    )
+
+
+# ---- Red's action -------------------------------------------------------------------------
+
+
+def red_policy_action(key: jax.Array, state: EnvState) -> tuple[jax.Array, jax.Array]:
+    """The episode's Red agent's action ``(kind, target)`` for the state at the step's start."""
+    bline_kind, bline_target = red.bline_action(state.bline_stage, state.bline_user)
+    meander_kind, meander_target = red.meander_action(key, state.access, state.known, state.scanned)
+    is_bline = state.red_agent == red.BLINE_AGENT
+    is_meander = state.red_agent == red.MEANDER_AGENT
+    kind = jnp.where(is_bline, bline_kind, jnp.where(is_meander, meander_kind, red.RED_SLEEP))
+    target = jnp.where(is_bline, bline_target, jnp.where(is_meander, meander_target, 0))
+    return kind.astype(jnp.int32), target.astype(jnp.int32)
+
+
+def apply_red(
+    key: jax.Array, state: EnvState, kind: jax.Array, target: jax.Array, fix_bugs: jax.Array
+) -> RedOutcome:
+    """Red's action ``(kind, target)`` on the state Blue has just acted on.
+
+    Args:
+      key: PRNG key (exploit choice and detection).
+      state: state after Blue's action.
+      kind: a ``red.RED_*`` action kind, int32 ().
+      target: subnet (subnet scan) or host, int32 ().
+      fix_bugs: bool (), the bug setting.
+
+    Returns:
+      The new state (Blue's activity column set for this step) and Red's success.
+    """
+    key_choice, key_detect = jax.random.split(key)
+    del key
+    services, broken, decoy_exploit = _bug_tables(fix_bugs)
+    hosts = jnp.arange(tb.NUM_HOSTS)
+    at = hosts == target  # [13] one-hot target host (unused for subnet scans and sleep)
+    host_access = state.access[jnp.clip(target, 0, tb.NUM_HOSTS - 1)]
+
+    # Subnet scan: every host of the subnet becomes known.
+    is_sweep = kind == red.RED_SUBNET_SCAN
+    known = state.known | (is_sweep & (jnp.asarray(tb.HOST_SUBNET) == target))
+
+    # Port scan: Red learns the services on offer now, decoys included; Blue sees a scan.
+    offers = services | decoy_offers(state.decoys, decoy_exploit)  # [13, 8]
+    is_scan = kind == red.RED_SCAN
+    scan_at = is_scan & at
+    red_ports = state.red_ports | (scan_at[:, None] & offers)
+    scanned = state.scanned | scan_at
+
+    # Exploit: pick among the services seen in earlier scans; decoys and bugs make it fail.
+    is_exploit = kind == red.RED_EXPLOIT
+    row = jnp.clip(target, 0, tb.NUM_HOSTS - 1)
+    choice = choose_exploit(key_choice, state.red_ports[row])
+    pick = jnp.arange(tb.NUM_EXPLOITS) == choice  # [8] (all False when there is no option)
+    stuck_ftp = state.femitter_stuck[row] & (choice == tb.FTP)
+    hits_decoy = jnp.any(pick & decoy_offers(state.decoys, decoy_exploit)[row]) | stuck_ftp
+    works = jnp.any(pick & services[row] & ~broken[row]) & ~hits_decoy
+    exploited = is_exploit & works
+    lands_root = jnp.any(pick & jnp.asarray(tb.ROOT_EXPLOITS)[row])
+    detected = jax.random.uniform(key_detect) < jnp.sum(pick * tb.EXPLOIT_DETECTION)
+
+    # Privilege escalation: needs a shell on the host; reveals the next hop.
+    is_privesc = kind == red.RED_PRIVESC
+    escalated = is_privesc & (host_access >= 1)
+    hop = jnp.asarray(tb.NEXT_HOP)[row]
+    known = known | (escalated & (hosts == hop)) | (exploited & at)
+
+    # Impact: needs root on Op_Server0.
+    is_impact = kind == red.RED_IMPACT
+    impacted_now = is_impact & (host_access == 2) & (target == tb.OP_SERVER0)
+
+    new_access = jnp.where(exploited, jnp.maximum(host_access, 1), host_access)
+    new_access = jnp.where(escalated, 2, new_access)
+    access = jnp.where(at & (exploited | escalated), new_access, state.access)
+    root_shell = state.root_shell | (at & exploited & lands_root)
+
+    exploit_shows = exploited & detected
+    activity = jnp.where(
+        at & exploit_shows,
+        ACT_EXPLOIT,
+        jnp.where(at & (scan_at | (is_exploit & (exploited | hits_decoy))), ACT_SCAN, ACT_NONE),
+    ).astype(jnp.int32)
+    success = is_sweep | is_scan | exploited | escalated | impacted_now | (kind == red.RED_SLEEP)
+    new_state = state.replace(
+        access=access,
+        root_shell=root_shell,
+        malware=state.malware | (at & exploited),
+        impacted=state.impacted | impacted_now,
+        known=known,
+        scanned=scanned,
+        red_ports=red_ports,
+        activity=activity,
+    )
+    return RedOutcome(state=new_state, success=success, exploit_seen=at & exploit_shows)
+
+
+# ---- Blue's table, reward, observation ------------------------------------------------------
+
+
+def update_table(
+    before: EnvState, after: EnvState, blue: BlueAction, exploit_seen: jax.Array
+) -> jax.Array:
+    """Blue table's compromised column (int32 [13]) after the step (BlueTableWrapper's order).
+
+    Restore clears, Remove makes a compromised host Unknown, a detected exploit marks User,
+    and Analyse marks Privileged where it found Red's file (read before Red acted: ``before``
+    is the state after Blue's own action).
+    """
+    comp = before.compromised
+    comp = jnp.where(blue.restore, COMP_NO, comp)
+    comp = jnp.where(blue.remove & (comp != COMP_NO), COMP_UNKNOWN, comp)
+    comp = jnp.where(exploit_seen, COMP_USER, comp)
+    comp = jnp.where(blue.analyse & before.malware, COMP_PRIVILEGED, comp)
+    del after
+    return comp.astype(jnp.int32)
+
+
+def privileged(state: EnvState) -> jax.Array:
+    """Hosts where Red holds root/SYSTEM: escalated, or a shell that landed as root, bool [13]."""
+    return (state.access == 2) | ((state.access == 1) & state.root_shell)
+
+
+def reward_terms(state: EnvState, blue: BlueAction) -> dict[str, jax.Array]:
+    """Blue's reward terms (float32 scalars) for the state after the step."""
+    access = -jnp.sum(jnp.where(privileged(state), jnp.asarray(tb.HOST_VALUE), 0.0))
+    impact = -tb.IMPACT_PENALTY * state.impacted.astype(jnp.float32)
+    restore = -tb.RESTORE_COST * jnp.any(blue.restore).astype(jnp.float32)
+    return {"access": access, "impact": impact, "restore": restore}
+
+
+def observe(state: EnvState, params: EnvParams) -> jax.Array:
+    """Blue's observation: float32 [52] (table) or [79] (extended), see the module docstring."""
+    table = jnp.concatenate(
+        [
+            jnp.asarray(ACTIVITY_BITS)[state.activity],
+            jnp.asarray(COMPROMISED_BITS)[state.compromised],
+        ],
+        axis=1,
+    ).reshape(-1)
+    if params.obs_mode == "table":
+        return table
+    extra = [
+        state.scan_history.astype(jnp.float32) / 2.0,
+        jnp.sum(state.decoys, axis=1).astype(jnp.float32) / 4.0,
+        (state.time.astype(jnp.float32) / 100.0)[None],
+    ]
+    return jnp.concatenate([table, *extra])
+
+
+def initial_state(key: jax.Array, params: EnvParams) -> EnvState:
+    """A fresh episode: Red holds User0 and knows only it; Red agent and length drawn."""
+    key_user, key_red, key_length = jax.random.split(key, 3)
+    del key
+    hosts = jnp.arange(tb.NUM_HOSTS)
+    drawn_red = jnp.where(
+        jax.random.uniform(key_red) < params.red_bline_prob, red.BLINE_AGENT, red.MEANDER_AGENT
+    )
+    red_agent = jnp.where(params.red_agent < 0, drawn_red, params.red_agent)
+    drawn_length = jax.random.choice(key_length, jnp.asarray(EPISODE_LENGTHS))
+    max_steps = jnp.where(
+        params.max_steps_in_episode > 0, params.max_steps_in_episode, drawn_length
+    )
+    zeros = jnp.zeros(tb.NUM_HOSTS, jnp.int32)
+    no_hosts = jnp.zeros(tb.NUM_HOSTS, bool)
+    return EnvState(
+        time=jnp.int32(0),
+        max_steps=jnp.asarray(max_steps, jnp.int32),
+        red_agent=jnp.asarray(red_agent, jnp.int32),
+        access=jnp.where(hosts == tb.USER0, 2, 0).astype(jnp.int32),
+        root_shell=no_hosts,
+        malware=no_hosts,
+        decoys=jnp.zeros((tb.NUM_HOSTS, tb.NUM_DECOYS), bool),
+        femitter_stuck=no_hosts,
+        impacted=jnp.bool_(False),
+        known=hosts == tb.USER0,
+        scanned=no_hosts,
+        red_ports=jnp.zeros((tb.NUM_HOSTS, tb.NUM_EXPLOITS), bool),
+        bline_stage=jnp.int32(0),
+        bline_user=jax.random.choice(key_user, jnp.asarray(red.BLINE_USERS)),
+        activity=zeros,
+        compromised=zeros,
+        scan_history=zeros,
+    )
+
+
+def transition(
+    key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
+) -> tuple[EnvState, dict[str, jax.Array], jax.Array]:
+    """One step: Blue acts, Red acts, Remove resolves, Monitor fills Blue's table.
+
+    Returns:
+      ``(state, reward_terms, red_success)``.
+    """
+    key_red_policy, key_red_action = jax.random.split(key)
+    del key
+    fix_bugs = jnp.asarray(params.fix_bugs)
+    blue = decode_blue(jnp.asarray(action, jnp.int32))
+    kind, target = red_policy_action(key_red_policy, state)
+
+    after_blue = apply_blue(state, blue, fix_bugs)
+    outcome = apply_red(key_red_action, after_blue, kind, target, fix_bugs)
+    after_red = outcome.state
+    # Remove kills the user-level shells Red had before the step and did not escalate; a shell
+    # running as root/SYSTEM survives (StopProcess refuses those).
+    removed = blue.remove & (state.access == 1) & (after_red.access == 1) & ~after_red.root_shell
+    after_red = after_red.replace(access=jnp.where(removed, 0, after_red.access))
+
+    compromised = update_table(after_blue, after_red, blue, outcome.exploit_seen)
+    seen = after_red.activity != ACT_NONE
+    scan_history = jnp.where(seen, 2, jnp.minimum(state.scan_history, 1)).astype(jnp.int32)
+    is_bline = state.red_agent == red.BLINE_AGENT
+    bline_stage = jnp.where(
+        is_bline, red.bline_next_stage(state.bline_stage, outcome.success), state.bline_stage
+    )
+    new_state = after_red.replace(
+        time=state.time + 1,
+        compromised=compromised,
+        scan_history=scan_history,
+        bline_stage=bline_stage.astype(jnp.int32),
+    )
+    return new_state, reward_terms(new_state, blue), outcome.success
+
+
+class Cage2(environment.Environment[EnvState, EnvParams]):
+    """CAGE-2 Blue defender (see the module docstring for the rules).
+
+    - Observation: float32 [52] (``obs_mode="table"``) or [79] (``"extended"``).
+    - Action: ``Discrete(145)``, CybORG's Blue action order.
+    - Reward: float32 (), Blue's CAGE-2 reward rounded to 0.1; terms in ``info["reward_terms"]``.
+    - Termination: never; truncated at the episode's length (``EnvState.max_steps``).
+    - ``info`` also holds ``red_success`` (bool) and ``red_agent`` (int32) for logs.
+    """
+
+    @property
+    def default_params(self) -> EnvParams:
+        return EnvParams()
+
+    @property
+    def name(self) -> str:
+        return "CAGE2"
+
+    @property
+    def num_actions(self) -> int:
+        return tb.NUM_ACTIONS
+
+    def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
+        return spaces.Discrete(tb.NUM_ACTIONS)
+
+    def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
+        params = self.default_params if params is None else params
+        dim = TABLE_DIM if params.obs_mode == "table" else EXTENDED_DIM
+        return spaces.Box(0.0, 1.0, (dim,), jnp.float32)
+
+    def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
+        state = initial_state(key, params)
+        return observe(state, params), state
+
+    def step_env(
+        self, key: jax.Array, state: EnvState, action: Any, params: EnvParams
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, dict[str, Any]]:
+        state, terms, red_success = transition(key, state, action, params)
+        reward = jnp.round(sum(terms.values()) * 10.0) / 10.0
+        info = {
+            "reward_terms": terms,
+            "red_success": red_success,
+            "red_agent": state.red_agent,
+        }
+        return observe(state, params), state, reward.astype(jnp.float32), jnp.bool_(False), info
+
+    def is_truncated(self, state: EnvState, params: EnvParams) -> jax.Array:
+        """The episode's own length (drawn at reset when ``max_steps_in_episode <= 0``)."""
+        del params
+        return state.time >= state.max_steps
+
+    def get_obs(self, state: EnvState, params: EnvParams | None = None, key=None) -> jax.Array:
+        del key
+        return observe(state, self.default_params if params is None else params)

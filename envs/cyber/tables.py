@@ -1,0 +1,206 @@
+"""Static facts of CAGE-2 (CybORG 2.1, Scenario 2): hosts, actions, services, decoys, rewards.
+
+Everything here is a constant of the scenario, indexed the way the env's arrays are:
+
+- hosts ``h`` in CybORG's alphabetical order (the Blue table's row order);
+- exploits ``e`` in Red's preference order (highest exploit weight first);
+- decoys ``d`` in the order of CybORG's Blue action list (Apache ... Vsftpd).
+
+Sources: ``Shared/Scenarios/Scenario2.yaml`` (hosts, subnets, confidentiality values),
+``Shared/Actions/AbstractActions/ExploitRemoteService.py`` (exploit weights),
+``Shared/Actions/ConcreteActions/Decoy*.py`` (decoy ports, OS constraints),
+``Agents/Wrappers/EnumActionWrapper.py`` (Blue action order), and CybORG++'s appendix and
+``mini_CAGE`` tables (services reachable per host, which exploits land as root/SYSTEM).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# ---- hosts ---------------------------------------------------------------------------------
+
+HOSTS = (
+    "Defender",
+    "Enterprise0",
+    "Enterprise1",
+    "Enterprise2",
+    "Op_Host0",
+    "Op_Host1",
+    "Op_Host2",
+    "Op_Server0",
+    "User0",
+    "User1",
+    "User2",
+    "User3",
+    "User4",
+)
+NUM_HOSTS = len(HOSTS)
+(
+    DEFENDER,
+    ENTERPRISE0,
+    ENTERPRISE1,
+    ENTERPRISE2,
+    OP_HOST0,
+    OP_HOST1,
+    OP_HOST2,
+    OP_SERVER0,
+    USER0,
+    USER1,
+    USER2,
+    USER3,
+    USER4,
+) = range(NUM_HOSTS)
+
+# Subnets, numbered in the order the Meander agent prefers to sweep them (mini_CAGE's order).
+SUBNETS = ("Enterprise", "Operational", "User")
+ENTERPRISE, OPERATIONAL, USER = range(3)
+HOST_SUBNET = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2], np.int32)  # [13]
+
+# Discovering a host's info reveals its next hop (Scenario2.yaml ``info``); -1 = nothing.
+NEXT_HOP = np.full(NUM_HOSTS, -1, np.int32)  # [13]
+NEXT_HOP[[USER1, USER2]] = ENTERPRISE1
+NEXT_HOP[[USER3, USER4]] = ENTERPRISE0
+NEXT_HOP[ENTERPRISE2] = OP_SERVER0
+
+# Blue's loss per step while Red holds root/SYSTEM there (ConfidentialityValue Medium = 1.0,
+# Low (the default) = 0.1, None = 0).
+HOST_VALUE = np.array(
+    [0.1, 1.0, 1.0, 1.0, 0.1, 0.1, 0.1, 1.0, 0.0, 0.1, 0.1, 0.1, 0.1], np.float32
+)  # [13]
+IMPACT_PENALTY = 10.0  # per step while Op_Server0's service is stopped
+RESTORE_COST = 1.0  # per Restore action
+
+# ---- exploits ------------------------------------------------------------------------------
+
+EXPLOITS = (
+    "FTPDirectoryTraversal",
+    "HarakaRCE",
+    "SQLInjection",
+    "HTTPSRFI",
+    "HTTPRFI",
+    "EternalBlue",
+    "BlueKeep",
+    "SSHBruteForce",
+)
+NUM_EXPLOITS = len(EXPLOITS)
+FTP, HARAKA, SQL, HTTPS_RFI, HTTP_RFI, ETERNAL_BLUE, BLUE_KEEP, SSH = range(NUM_EXPLOITS)
+# ExploitRemoteService's weights; EXPLOITS is sorted by them, so the top choice is the lowest
+# index among the options Red knows.
+EXPLOIT_WEIGHT = np.array([7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.1], np.float32)  # [8]
+EXPLOIT_DETECTION = np.array([0.95] * 7 + [1.0], np.float32)  # [8]; brute force is noisy
+
+
+def _host_table(rows: dict[int, tuple[int, ...]], width: int) -> np.ndarray:
+    table = np.zeros((NUM_HOSTS, width), bool)
+    for host, columns in rows.items():
+        table[host, list(columns)] = True
+    return table
+
+
+# Genuine services Red's port scan reveals, as the exploit each one offers [13, 8].
+# User3's MySQL listens on 3389 in CybORG 2.1 (a typo for 3390): Red sees BlueKeep, not SQL.
+SERVICES_BUGGY = _host_table(
+    {
+        DEFENDER: (SSH,),
+        ENTERPRISE0: (SSH,),
+        ENTERPRISE1: (SSH, ETERNAL_BLUE, BLUE_KEEP, HTTP_RFI, HTTPS_RFI),
+        ENTERPRISE2: (SSH, ETERNAL_BLUE, BLUE_KEEP, HTTP_RFI, HTTPS_RFI),
+        OP_HOST0: (SSH,),
+        OP_HOST1: (SSH,),
+        OP_HOST2: (SSH,),
+        OP_SERVER0: (SSH,),
+        USER1: (SSH, FTP),
+        USER2: (ETERNAL_BLUE, BLUE_KEEP),
+        USER3: (BLUE_KEEP, HTTPS_RFI, HTTP_RFI, HARAKA),
+        USER4: (BLUE_KEEP, HTTPS_RFI, HTTP_RFI, HARAKA, SQL),
+    },
+    NUM_EXPLOITS,
+)
+SERVICES_FIXED = SERVICES_BUGGY.copy()
+SERVICES_FIXED[USER3, SQL] = True
+
+# Exploits that fail although the service is there [13, 8]: the Defender cannot be exploited;
+# in CybORG 2.1 EternalBlue finds no SMB process on Enterprise1/2 (missing Process Type) and
+# BlueKeep always fails on User3 (the port typo above).
+BROKEN_ALWAYS = _host_table({DEFENDER: (SSH,)}, NUM_EXPLOITS)
+BROKEN_BUGGY = _host_table(
+    {ENTERPRISE1: (ETERNAL_BLUE,), ENTERPRISE2: (ETERNAL_BLUE,), USER3: (BLUE_KEEP,)},
+    NUM_EXPLOITS,
+)
+BROKEN_BUGGY |= BROKEN_ALWAYS
+
+# Exploits whose vulnerable process runs as root/SYSTEM: Red's new shell already counts as
+# privileged for the reward (CybORG's reward reads session usernames) [13, 8].
+ROOT_EXPLOITS = _host_table(
+    {
+        ENTERPRISE1: (BLUE_KEEP, ETERNAL_BLUE),
+        ENTERPRISE2: (BLUE_KEEP, ETERNAL_BLUE),
+        USER1: (FTP,),
+        USER2: (ETERNAL_BLUE,),
+        USER3: (BLUE_KEEP, HARAKA),
+        USER4: (SQL, HARAKA),
+    },
+    NUM_EXPLOITS,
+)
+
+# ---- decoys --------------------------------------------------------------------------------
+
+DECOYS = ("Apache", "Femitter", "HarakaSMPT", "Smss", "SSHD", "Svchost", "Tomcat", "Vsftpd")
+NUM_DECOYS = len(DECOYS)
+APACHE, FEMITTER, HARAKA_SMTP, SMSS, SSHD, SVCHOST, TOMCAT, VSFTPD = range(NUM_DECOYS)
+
+# The exploit a decoy service lures [8]. CybORG 2.1's Vsftpd decoy opens port 80 as a web
+# server (an Apache look-alike); the fixed one opens FTP port 21.
+DECOY_EXPLOIT_BUGGY = np.array(
+    [HTTP_RFI, FTP, HARAKA, ETERNAL_BLUE, SSH, BLUE_KEEP, HTTPS_RFI, HTTP_RFI], np.int32
+)
+DECOY_EXPLOIT_FIXED = DECOY_EXPLOIT_BUGGY.copy()
+DECOY_EXPLOIT_FIXED[VSFTPD] = FTP
+
+# Which decoys a host accepts in its initial state (port free, OS matches) [13, 8]
+# (CybORG++ "Decoy Deployment Strategy" table). User0 is out of Blue's reach.
+DECOY_COMPATIBLE = _host_table(
+    {
+        DEFENDER: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
+        ENTERPRISE0: (APACHE, TOMCAT, VSFTPD, HARAKA_SMTP),
+        ENTERPRISE1: (FEMITTER,),
+        ENTERPRISE2: (FEMITTER,),
+        OP_HOST0: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
+        OP_HOST1: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
+        OP_HOST2: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
+        OP_SERVER0: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
+        USER1: (APACHE, SMSS, SVCHOST, TOMCAT),
+        USER2: (APACHE, SSHD, TOMCAT, FEMITTER),
+        USER3: (SSHD, VSFTPD),
+        USER4: (VSFTPD,),
+    },
+    NUM_DECOYS,
+)
+
+# ---- Blue's action layout (Discrete(145), CybORG's EnumActionWrapper order) ----------------
+
+SLEEP = 0
+MONITOR = 1
+ANALYSE = 2  # + host
+REMOVE = ANALYSE + NUM_HOSTS  # 15 + host
+DECOY = REMOVE + NUM_HOSTS  # 28 + NUM_HOSTS * decoy + host
+RESTORE = DECOY + NUM_DECOYS * NUM_HOSTS  # 132 + host
+NUM_ACTIONS = RESTORE + NUM_HOSTS  # 145
+
+
+def action_name(action: int) -> str:
+    """CybORG's name for a Blue action index, e.g. ``"DecoyApache Enterprise0"``."""
+    if action == SLEEP:
+        return "Sleep"
+    if action == MONITOR:
+        return "Monitor"
+    if ANALYSE <= action < REMOVE:
+        return f"Analyse {HOSTS[action - ANALYSE]}"
+    if REMOVE <= action < DECOY:
+        return f"Remove {HOSTS[action - REMOVE]}"
+    if DECOY <= action < RESTORE:
+        decoy, host = divmod(action - DECOY, NUM_HOSTS)
+        return f"Decoy{DECOYS[decoy]} {HOSTS[host]}"
+    if RESTORE <= action < NUM_ACTIONS:
+        return f"Restore {HOSTS[action - RESTORE]}"
+    raise ValueError(f"no Blue action {action}; there are {NUM_ACTIONS}")
