@@ -99,6 +99,7 @@ class EnvParams(struct.PyTreeNode):
     red_bline_prob: float = 0.5  # red_agent=-1: probability of B_line (else Meander)
     max_steps_in_episode: int = 100  # episode length; <= 0 draws 30, 50 or 100 per episode
     fix_bugs: bool = False  # False keeps CybORG 2.1's score-changing bugs
+    green_agent: bool = True  # CybORG's GreenAgent port-scans a random host half the time
     obs_mode: str = struct.field(pytree_node=False, default="table")  # table | extended
 
     def __post_init__(self):
@@ -114,7 +115,7 @@ class EnvState(struct.PyTreeNode):
     red_agent: jax.Array  # () int32, this episode's Red (0 Sleep, 1 B_line, 2 Meander)
     access: jax.Array  # [13] int32, Red's access per host: 0 none, 1 shell, 2 escalated
     root_shell: jax.Array  # [13] bool, Red's shell there runs as root/SYSTEM (reward counts it)
-    malware: jax.Array  # [13] bool, Red's exploit file on disk (Analyse finds it)
+    malware: jax.Array  # [13] bool, a file Red dropped (density 0.9: Analyse finds it)
     decoys: jax.Array  # [13, 8] bool, decoy services in place
     femitter_stuck: jax.Array  # [13] bool, 2.1 bug: FTP stays a decoy once Femitter was placed
     impacted: jax.Array  # () bool, Op_Server0's service stopped
@@ -134,6 +135,7 @@ class RedOutcome(struct.PyTreeNode):
     state: EnvState  # state after Red's action
     success: jax.Array  # () bool
     exploit_seen: jax.Array  # [13] bool, a detected successful exploit (Blue marks User)
+    brute_force: jax.Array  # () bool, the exploit was SSHBruteForce
 
 
 def _bug_tables(fix_bugs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -303,14 +305,20 @@ def apply_red(
     new_state = state.replace(
         access=access,
         root_shell=root_shell,
-        malware=state.malware | (at & exploited),
+        # Exploits drop cmd.exe/cmd.sh and escalations escalate.*; brute force leaves no file.
+        malware=state.malware | (at & ((exploited & (choice != tb.SSH)) | escalated)),
         impacted=state.impacted | impacted_now,
         known=known,
         scanned=scanned,
         red_ports=red_ports,
         activity=activity,
     )
-    return RedOutcome(state=new_state, success=success, exploit_seen=at & exploit_shows)
+    return RedOutcome(
+        state=new_state,
+        success=success,
+        exploit_seen=at & exploit_shows,
+        brute_force=is_exploit & (choice == tb.SSH),
+    )
 
 
 # ---- Blue's table, reward, observation ------------------------------------------------------
@@ -402,6 +410,22 @@ def initial_state(key: jax.Array, params: EnvParams) -> EnvState:
     )
 
 
+GREEN_HOSTS = np.array(
+    [tb.USER0, tb.USER1, tb.USER2, tb.USER3, tb.USER4, tb.ENTERPRISE0, tb.ENTERPRISE1,
+     tb.ENTERPRISE2],
+    np.int32,
+)  # fmt: skip
+
+
+def green_scan_target(key: jax.Array, active: jax.Array) -> jax.Array:
+    """GreenAgent's port scan this step, bool [13]: half the time one of GREEN_HOSTS."""
+    key_act, key_host = jax.random.split(key)
+    del key
+    scans = active & (jax.random.uniform(key_act) < 0.5)
+    host = jax.random.choice(key_host, jnp.asarray(GREEN_HOSTS))
+    return scans & (jnp.arange(tb.NUM_HOSTS) == host)
+
+
 def transition(
     key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
 ) -> tuple[EnvState, dict[str, jax.Array], jax.Array]:
@@ -410,7 +434,7 @@ def transition(
     Returns:
       ``(state, reward_terms, red_success)``.
     """
-    key_red_policy, key_red_action = jax.random.split(key)
+    key_red_policy, key_red_action, key_green = jax.random.split(key, 3)
     del key
     fix_bugs = jnp.asarray(params.fix_bugs)
     blue = decode_blue(jnp.asarray(action, jnp.int32))
@@ -424,7 +448,18 @@ def transition(
     removed = blue.remove & (state.access == 1) & (after_red.access == 1) & ~after_red.root_shell
     after_red = after_red.replace(access=jnp.where(removed, 0, after_red.access))
 
-    compromised = update_table(after_blue, after_red, blue, outcome.exploit_seen)
+    green_scan = green_scan_target(key_green, params.green_agent)
+    # A green scan on the host Red exploits makes CybORG 2.1's table read the exploit as a
+    # scan (its scan test comes first); brute force stays visible (one port).
+    hidden = green_scan & ~fix_bugs & ~outcome.brute_force
+    exploit_seen = outcome.exploit_seen & ~hidden
+    activity = jnp.where(
+        green_scan & (after_red.activity != ACT_EXPLOIT) | (outcome.exploit_seen & hidden),
+        ACT_SCAN,
+        after_red.activity,
+    ).astype(jnp.int32)
+    after_red = after_red.replace(activity=activity)
+    compromised = update_table(after_blue, after_red, blue, exploit_seen)
     seen = after_red.activity != ACT_NONE
     scan_history = jnp.where(seen, 2, jnp.minimum(state.scan_history, 1)).astype(jnp.int32)
     is_bline = state.red_agent == red.BLINE_AGENT
