@@ -152,18 +152,49 @@ def decoy_offers(decoys: jax.Array, decoy_exploit: jax.Array) -> jax.Array:
     return jnp.any(decoys[:, :, None] & lure[None], axis=1)
 
 
-def choose_exploit(key: jax.Array, options: jax.Array) -> jax.Array:
+class StepDraws(struct.PyTreeNode):
+    """The step's random numbers, all uniform in [0, 1), one slice per consumer.
+
+    One ``jax.random.uniform`` call per step (threefry calls dominate a step this small on CPU).
+    """
+
+    meander_scan: jax.Array  # [13] Meander's random port-scan target
+    meander_exploit: jax.Array  # [13] Meander's random exploit target
+    exploit_top: jax.Array  # () whether the exploit is the top-weight one (p = 0.75)
+    exploit_other: jax.Array  # [8] which other exploit otherwise
+    detection: jax.Array  # () whether a successful exploit is seen (p = 0.95)
+    green_acts: jax.Array  # () whether GreenAgent port-scans (p = 0.5)
+    green_host: jax.Array  # () which host it scans
+
+
+def draw_step(key: jax.Array) -> StepDraws:
+    """All of a step's uniforms from one key."""
+    n = tb.NUM_HOSTS
+    u = jax.random.uniform(key, (2 * n + tb.NUM_EXPLOITS + 4,))
+    e = 2 * n + 1
+    return StepDraws(
+        meander_scan=u[:n],
+        meander_exploit=u[n : 2 * n],
+        exploit_top=u[2 * n],
+        exploit_other=u[e : e + tb.NUM_EXPLOITS],
+        detection=u[e + tb.NUM_EXPLOITS],
+        green_acts=u[e + tb.NUM_EXPLOITS + 1],
+        green_host=u[e + tb.NUM_EXPLOITS + 2],
+    )
+
+
+def choose_exploit(
+    uniform_top: jax.Array, uniform_other: jax.Array, options: jax.Array
+) -> jax.Array:
     """ExploitRemoteService's choice among ``options`` (bool [8]); -1 if there are none.
 
     With several options the top-weight one (lowest index) is taken 75% of the time, otherwise
     a uniformly random other option.
     """
-    key_top, key_other = jax.random.split(key)
-    del key
     top = jnp.argmax(options)
     others = options & (jnp.arange(tb.NUM_EXPLOITS) != top)
-    other = jnp.argmax(jnp.where(others, jax.random.uniform(key_other, (tb.NUM_EXPLOITS,)) + 1, 0))
-    take_top = (jax.random.uniform(key_top) < 0.75) | ~jnp.any(others)
+    other = red.random_pick(uniform_other, others)
+    take_top = (uniform_top < 0.75) | ~jnp.any(others)
     return jnp.where(jnp.any(options), jnp.where(take_top, top, other), -1).astype(jnp.int32)
 
 
@@ -224,10 +255,12 @@ def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvSta
 # ---- Red's action -------------------------------------------------------------------------
 
 
-def red_policy_action(key: jax.Array, state: EnvState) -> tuple[jax.Array, jax.Array]:
+def red_policy_action(draws: StepDraws, state: EnvState) -> tuple[jax.Array, jax.Array]:
     """The episode's Red agent's action ``(kind, target)`` for the state at the step's start."""
     bline_kind, bline_target = red.bline_action(state.bline_stage, state.bline_user)
-    meander_kind, meander_target = red.meander_action(key, state.access, state.known, state.scanned)
+    meander_kind, meander_target = red.meander_action(
+        draws.meander_scan, draws.meander_exploit, state.access, state.known, state.scanned
+    )
     is_bline = state.red_agent == red.BLINE_AGENT
     is_meander = state.red_agent == red.MEANDER_AGENT
     kind = jnp.where(is_bline, bline_kind, jnp.where(is_meander, meander_kind, red.RED_SLEEP))
@@ -236,12 +269,12 @@ def red_policy_action(key: jax.Array, state: EnvState) -> tuple[jax.Array, jax.A
 
 
 def apply_red(
-    key: jax.Array, state: EnvState, kind: jax.Array, target: jax.Array, fix_bugs: jax.Array
+    draws: StepDraws, state: EnvState, kind: jax.Array, target: jax.Array, fix_bugs: jax.Array
 ) -> RedOutcome:
     """Red's action ``(kind, target)`` on the state Blue has just acted on.
 
     Args:
-      key: PRNG key (exploit choice and detection).
+      draws: the step's uniforms (exploit choice and detection).
       state: state after Blue's action.
       kind: a ``red.RED_*`` action kind, int32 ().
       target: subnet (subnet scan) or host, int32 ().
@@ -250,8 +283,6 @@ def apply_red(
     Returns:
       The new state (Blue's activity column set for this step) and Red's success.
     """
-    key_choice, key_detect = jax.random.split(key)
-    del key
     services, broken, decoy_exploit = _bug_tables(fix_bugs)
     hosts = jnp.arange(tb.NUM_HOSTS)
     at = hosts == target  # [13] one-hot target host (unused for subnet scans and sleep)
@@ -271,14 +302,14 @@ def apply_red(
     # Exploit: pick among the services seen in earlier scans; decoys and bugs make it fail.
     is_exploit = kind == red.RED_EXPLOIT
     row = jnp.clip(target, 0, tb.NUM_HOSTS - 1)
-    choice = choose_exploit(key_choice, state.red_ports[row])
+    choice = choose_exploit(draws.exploit_top, draws.exploit_other, state.red_ports[row])
     pick = jnp.arange(tb.NUM_EXPLOITS) == choice  # [8] (all False when there is no option)
     stuck_ftp = state.femitter_stuck[row] & (choice == tb.FTP)
     hits_decoy = jnp.any(pick & decoy_offers(state.decoys, decoy_exploit)[row]) | stuck_ftp
     works = jnp.any(pick & services[row] & ~broken[row]) & ~hits_decoy
     exploited = is_exploit & works
     lands_root = jnp.any(pick & jnp.asarray(tb.ROOT_EXPLOITS)[row])
-    detected = jax.random.uniform(key_detect) < jnp.sum(pick * tb.EXPLOIT_DETECTION)
+    detected = draws.detection < jnp.sum(pick * tb.EXPLOIT_DETECTION)
 
     # Privilege escalation: needs a shell on the host; reveals the next hop.
     is_privesc = kind == red.RED_PRIVESC
@@ -376,14 +407,13 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
 
 def initial_state(key: jax.Array, params: EnvParams) -> EnvState:
     """A fresh episode: Red holds User0 and knows only it; Red agent and length drawn."""
-    key_user, key_red, key_length = jax.random.split(key, 3)
+    # One draw for the three choices: user target, Red agent, length.
+    u_user, u_red, u_length = jax.random.uniform(key, (3,))
     del key
     hosts = jnp.arange(tb.NUM_HOSTS)
-    drawn_red = jnp.where(
-        jax.random.uniform(key_red) < params.red_bline_prob, red.BLINE_AGENT, red.MEANDER_AGENT
-    )
+    drawn_red = jnp.where(u_red < params.red_bline_prob, red.BLINE_AGENT, red.MEANDER_AGENT)
     red_agent = jnp.where(params.red_agent < 0, drawn_red, params.red_agent)
-    drawn_length = jax.random.choice(key_length, jnp.asarray(EPISODE_LENGTHS))
+    drawn_length = jnp.asarray(EPISODE_LENGTHS)[_index(u_length, len(EPISODE_LENGTHS))]
     max_steps = jnp.where(
         params.max_steps_in_episode > 0, params.max_steps_in_episode, drawn_length
     )
@@ -403,7 +433,7 @@ def initial_state(key: jax.Array, params: EnvParams) -> EnvState:
         scanned=no_hosts,
         red_ports=jnp.zeros((tb.NUM_HOSTS, tb.NUM_EXPLOITS), bool),
         bline_stage=jnp.int32(0),
-        bline_user=jax.random.choice(key_user, jnp.asarray(red.BLINE_USERS)),
+        bline_user=jnp.asarray(red.BLINE_USERS)[_index(u_user, len(red.BLINE_USERS))],
         activity=zeros,
         compromised=zeros,
         scan_history=zeros,
@@ -417,12 +447,15 @@ GREEN_HOSTS = np.array(
 )  # fmt: skip
 
 
-def green_scan_target(key: jax.Array, active: jax.Array) -> jax.Array:
+def _index(uniform: jax.Array, n: int) -> jax.Array:
+    """A uniform index in [0, n) from a uniform float in [0, 1)."""
+    return jnp.minimum((uniform * n).astype(jnp.int32), n - 1)
+
+
+def green_scan_target(draws: StepDraws, active: jax.Array) -> jax.Array:
     """GreenAgent's port scan this step, bool [13]: half the time one of GREEN_HOSTS."""
-    key_act, key_host = jax.random.split(key)
-    del key
-    scans = active & (jax.random.uniform(key_act) < 0.5)
-    host = jax.random.choice(key_host, jnp.asarray(GREEN_HOSTS))
+    scans = active & (draws.green_acts < 0.5)
+    host = jnp.asarray(GREEN_HOSTS)[_index(draws.green_host, len(GREEN_HOSTS))]
     return scans & (jnp.arange(tb.NUM_HOSTS) == host)
 
 
@@ -434,21 +467,21 @@ def transition(
     Returns:
       ``(state, reward_terms, red_success)``.
     """
-    key_red_policy, key_red_action, key_green = jax.random.split(key, 3)
+    draws = draw_step(key)
     del key
     fix_bugs = jnp.asarray(params.fix_bugs)
     blue = decode_blue(jnp.asarray(action, jnp.int32))
-    kind, target = red_policy_action(key_red_policy, state)
+    kind, target = red_policy_action(draws, state)
 
     after_blue = apply_blue(state, blue, fix_bugs)
-    outcome = apply_red(key_red_action, after_blue, kind, target, fix_bugs)
+    outcome = apply_red(draws, after_blue, kind, target, fix_bugs)
     after_red = outcome.state
     # Remove kills the user-level shells Red had before the step and did not escalate; a shell
     # running as root/SYSTEM survives (StopProcess refuses those).
     removed = blue.remove & (state.access == 1) & (after_red.access == 1) & ~after_red.root_shell
     after_red = after_red.replace(access=jnp.where(removed, 0, after_red.access))
 
-    green_scan = green_scan_target(key_green, params.green_agent)
+    green_scan = green_scan_target(draws, params.green_agent)
     # A green scan on the host Red exploits makes CybORG 2.1's table read the exploit as a
     # scan (its scan test comes first); brute force stays visible (one port).
     hidden = green_scan & ~fix_bugs & ~outcome.brute_force

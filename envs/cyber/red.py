@@ -65,18 +65,26 @@ def bline_next_stage(stage: jax.Array, success: jax.Array) -> jax.Array:
     return jnp.where(success, jnp.minimum(stage + 1, BLINE_LAST), jnp.asarray(BLINE_JUMPS)[stage])
 
 
-def _random_pick(key: jax.Array, mask: jax.Array) -> jax.Array:
-    """A uniformly random index among the True entries of ``mask`` (bool [n]); 0 if none."""
-    return jnp.argmax(jnp.where(mask, jax.random.uniform(key, mask.shape) + 1.0, 0.0))
+def random_pick(uniform: jax.Array, mask: jax.Array) -> jax.Array:
+    """A random index among the True entries of ``mask`` (bool [n]) from ``uniform`` float [n].
+
+    With i.i.d. uniforms the pick is uniform over the True entries; 0 if there are none.
+    """
+    return jnp.argmax(jnp.where(mask, uniform + 1.0, 0.0))
 
 
 def meander_action(
-    key: jax.Array, access: jax.Array, known: jax.Array, scanned: jax.Array
+    uniform_scan: jax.Array,
+    uniform_exploit: jax.Array,
+    access: jax.Array,
+    known: jax.Array,
+    scanned: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
     """Meander's action from Red's access (int32 [13]: 0 none, 1 user, 2 root) and knowledge.
 
     Args:
-      key: PRNG key for the random host choices.
+      uniform_scan: float [13] uniforms for the random scan target.
+      uniform_exploit: float [13] uniforms for the random exploit target.
       access: Red's true access per host, int32 [13].
       known: hosts Red has discovered, bool [13].
       scanned: hosts Red has port-scanned, bool [13].
@@ -84,8 +92,6 @@ def meander_action(
     Returns:
       ``(kind, target)`` int32 scalars.
     """
-    key_scan, key_exploit = jax.random.split(key)
-    del key
     root = access == 2
     subnet_of = jnp.asarray(tb.HOST_SUBNET)
     in_subnet = subnet_of[None, :] == jnp.arange(len(tb.SUBNETS))[:, None]  # [3, 13]
@@ -97,9 +103,9 @@ def meander_action(
     candidates = [
         (root[tb.OP_SERVER0], RED_IMPACT, jnp.int32(tb.OP_SERVER0)),
         (jnp.any(sweepable), RED_SUBNET_SCAN, jnp.argmax(sweepable)),
-        (jnp.any(to_scan), RED_SCAN, _random_pick(key_scan, to_scan)),
+        (jnp.any(to_scan), RED_SCAN, random_pick(uniform_scan, to_scan)),
         (jnp.any(to_escalate), RED_PRIVESC, jnp.argmax(to_escalate)),
-        (jnp.any(to_exploit), RED_EXPLOIT, _random_pick(key_exploit, to_exploit)),
+        (jnp.any(to_exploit), RED_EXPLOIT, random_pick(uniform_exploit, to_exploit)),
     ]
     kind, target = jnp.int32(RED_SLEEP), jnp.int32(0)
     for valid, option_kind, option_target in reversed(candidates):  # first valid one wins

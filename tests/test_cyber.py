@@ -1,0 +1,476 @@
+"""CAGE2 (envs/cyber): contract, action layout, Blue table, Red agents, reward, baselines."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import envs
+from bench import cyber_fidelity
+from envs.cyber import blue, red
+from envs.cyber import env as cage
+from envs.cyber import tables as tb
+
+ENV, PARAMS = envs.make("CAGE2")
+QUIET = PARAMS.replace(green_agent=False)  # no GreenAgent noise: deterministic tables
+TRACES = {"step": 0, "rollout": 0}
+
+
+@jax.jit
+def _step(key, state, action, params):
+    TRACES["step"] += 1
+    return ENV.step(key, state, action, params)
+
+
+@jax.jit
+def _transition(key, state, action, params):
+    return cage.transition(key, state, action, params)
+
+
+@functools.partial(jax.jit, static_argnames=("policy", "num_envs", "num_steps"))
+def _rollout(key, params, policy, num_envs, num_steps):
+    """Vmapped episodes of a Blue baseline: (rewards [T, B], red kinds [T, B], states [T, B])."""
+    TRACES["rollout"] += 1
+    act = blue.BASELINES[policy]
+
+    def episode(key):
+        key_reset, key_steps = jax.random.split(key)
+        obs, state = ENV.reset(key_reset, params)
+
+        def body(carry, key_t):
+            obs, state, policy_state = carry
+            key_act, key_step = jax.random.split(key_t)
+            action, policy_state = act(policy_state, obs, key_act)
+            obs, state, reward, terminated, truncated, info = ENV.step(
+                key_step, state, action, params
+            )
+            out = (reward, terminated, truncated, info["red_success"], state)
+            return (obs, state, policy_state), out
+
+        carry = (obs, state, blue.init_policy_state())
+        return jax.lax.scan(body, carry, jax.random.split(key_steps, num_steps))[1]
+
+    return jax.vmap(episode)(jax.random.split(key, num_envs))
+
+
+def _state(**changes) -> cage.EnvState:
+    """The initial state (B_line on User1) with fields replaced."""
+    state = cage.initial_state(jax.random.key(0), QUIET)
+    state = state.replace(bline_user=jnp.int32(tb.USER1), red_agent=jnp.int32(red.BLINE_AGENT))
+    return state.replace(**{k: jnp.asarray(v) for k, v in changes.items()})
+
+
+def _hosts(*hosts, value=True, dtype=bool) -> np.ndarray:
+    out = np.zeros(tb.NUM_HOSTS, dtype)
+    out[list(hosts)] = value
+    return out
+
+
+# ---- contract ------------------------------------------------------------------------------
+
+
+def test_registered_and_spaces():
+    assert "CAGE2" in envs.registered_envs()
+    assert ENV.action_space(PARAMS).n == tb.NUM_ACTIONS == 145
+    assert ENV.observation_space(PARAMS).shape == (52,)
+    assert ENV.observation_space(PARAMS.replace(obs_mode="extended")).shape == (79,)
+    with pytest.raises(ValueError, match="obs_mode"):
+        cage.EnvParams(obs_mode="pixels")
+
+
+@pytest.fixture(scope="module")
+def mixed_rollout():
+    """Random Blue, Red and length drawn per episode: 8 envs x 120 steps."""
+    params = PARAMS.replace(red_agent=-1, max_steps_in_episode=0)
+    return params, jax.device_get(_rollout(jax.random.key(1), params, "random", 8, 120))
+
+
+def test_contract_vmapped_rollout(mixed_rollout):
+    _, (reward, terminated, truncated, _, states) = mixed_rollout
+    assert reward.shape == (8, 120) and reward.dtype == np.float32
+    assert np.all(np.isfinite(reward)) and np.all(reward <= 0)
+    np.testing.assert_allclose(reward, np.round(reward * 10) / 10, atol=1e-5)
+    assert not terminated.any()
+    # Lengths are drawn among 30, 50, 100: each episode ends where its own length says.
+    for env_index in range(8):
+        ends = np.flatnonzero(truncated[env_index])
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        assert set(ends - starts + 1) <= {30, 50, 100}
+    assert set(np.unique(states.red_agent)) <= {red.BLINE_AGENT, red.MEANDER_AGENT}
+
+
+def test_no_retrace_across_red_agents_lengths_and_bugs():
+    key = jax.random.key(2)
+    obs, state = ENV.reset(key, PARAMS)
+    before = TRACES["step"]
+    for red_agent, length, fix in [(0, 30, False), (1, 50, True), (2, 100, False), (-1, 0, True)]:
+        params = PARAMS.replace(red_agent=red_agent, max_steps_in_episode=length, fix_bugs=fix)
+        out = _step(key, state, jnp.int32(3), params)
+        jax.block_until_ready(out)
+    assert TRACES["step"] - before <= 1
+
+
+def test_final_observation_and_auto_reset():
+    params = QUIET.replace(max_steps_in_episode=2)
+    key = jax.random.key(3)
+    obs, state = ENV.reset(key, params)
+    for _ in range(2):
+        obs, state, _, _, truncated, info = _step(key, state, jnp.int32(0), params)
+    assert bool(truncated) and int(state.time) == 0
+    assert info["final_observation"].shape == (52,)
+
+
+# ---- actions -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("index", "name"),
+    [
+        (0, "Sleep"),
+        (1, "Monitor"),
+        (2, "Analyse Defender"),
+        (14, "Analyse User4"),
+        (15, "Remove Defender"),
+        (27, "Remove User4"),
+        (28, "DecoyApache Defender"),
+        (41, "DecoyFemitter Defender"),
+        (54, "DecoyHarakaSMPT Defender"),
+        (67, "DecoySmss Defender"),
+        (80, "DecoySSHD Defender"),
+        (93, "DecoySvchost Defender"),
+        (106, "DecoyTomcat Defender"),
+        (119, "DecoyVsftpd Defender"),
+        (131, "DecoyVsftpd User4"),
+        (132, "Restore Defender"),
+        (139, "Restore Op_Server0"),
+        (144, "Restore User4"),
+    ],
+)
+def test_action_layout(index, name):
+    assert tb.action_name(index) == name
+
+
+def test_decode_blue_masks():
+    decoded = cage.decode_blue(jnp.int32(tb.DECOY + tb.NUM_HOSTS * tb.TOMCAT + tb.ENTERPRISE0))
+    want = np.zeros((tb.NUM_HOSTS, tb.NUM_DECOYS), bool)
+    want[tb.ENTERPRISE0, tb.TOMCAT] = True
+    np.testing.assert_array_equal(decoded.decoy, want)
+    assert not decoded.analyse.any() and not decoded.remove.any() and not decoded.restore.any()
+    decoded = cage.decode_blue(jnp.int32(tb.RESTORE + tb.USER2))
+    np.testing.assert_array_equal(decoded.restore, _hosts(tb.USER2))
+    assert not np.asarray(decoded.decoy).any()
+    for action in (tb.SLEEP, tb.MONITOR):
+        decoded = cage.decode_blue(jnp.int32(action))
+        assert not any(np.asarray(leaf).any() for leaf in jax.tree.leaves(decoded))
+
+
+# ---- observation ---------------------------------------------------------------------------
+
+
+def test_observation_bits_of_hand_built_table():
+    activity = _hosts(tb.ENTERPRISE1, value=cage.ACT_EXPLOIT, dtype=np.int32)
+    activity[tb.USER3] = cage.ACT_SCAN
+    compromised = _hosts(tb.ENTERPRISE1, value=cage.COMP_USER, dtype=np.int32)
+    compromised[tb.OP_SERVER0] = cage.COMP_PRIVILEGED
+    compromised[tb.USER2] = cage.COMP_UNKNOWN
+    obs = np.asarray(
+        cage.observe(_state(activity=activity, compromised=compromised), QUIET)
+    ).reshape(13, 4)
+    want = np.zeros((13, 4), np.float32)
+    want[tb.ENTERPRISE1] = [1, 1, 0, 1]  # Exploit, User
+    want[tb.USER3] = [1, 0, 0, 0]  # Scan, No
+    want[tb.OP_SERVER0] = [0, 0, 1, 1]  # None, Privileged
+    want[tb.USER2] = [0, 0, 1, 0]  # None, Unknown
+    np.testing.assert_array_equal(obs, want)
+    assert np.asarray(cage.observe(_state(), QUIET)).sum() == 0  # baseline: all zeros
+
+
+def test_extended_observation():
+    params = QUIET.replace(obs_mode="extended")
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.OP_SERVER0, [tb.APACHE, tb.TOMCAT]] = True
+    history = _hosts(tb.USER1, value=2, dtype=np.int32)
+    history[tb.USER2] = 1
+    obs = np.asarray(cage.observe(_state(decoys=decoys, scan_history=history, time=40), params))
+    assert obs.shape == (79,)
+    np.testing.assert_allclose(obs[52 + tb.USER1], 1.0)
+    np.testing.assert_allclose(obs[52 + tb.USER2], 0.5)
+    np.testing.assert_allclose(obs[65 + tb.OP_SERVER0], 0.5)
+    np.testing.assert_allclose(obs[78], 0.4)
+
+
+def test_scan_and_detected_exploit_show_in_table():
+    key = jax.random.key(4)
+    # B_line stage 1 scans User1; stage 2 exploits it (FTP or SSH: both work, SSH always seen).
+    state, _, success = _transition(key, _state(bline_stage=1, known=_hosts(8, 9, 10, 11, 12)),
+                                    jnp.int32(0), QUIET)  # fmt: skip
+    assert bool(success) and int(state.activity[tb.USER1]) == cage.ACT_SCAN
+    assert int(state.bline_stage) == 2
+    seen = 0
+    for i in range(40):
+        after, _, success = _transition(jax.random.key(i), state, jnp.int32(0), QUIET)
+        assert bool(success) and int(after.access[tb.USER1]) == 1
+        shown = int(after.activity[tb.USER1])
+        assert shown in (cage.ACT_SCAN, cage.ACT_EXPLOIT)
+        assert (int(after.compromised[tb.USER1]) == cage.COMP_USER) == (shown == cage.ACT_EXPLOIT)
+        seen += shown == cage.ACT_EXPLOIT
+    assert seen >= 35  # 95% (FTP) or 100% (SSH)
+
+
+def test_analyse_remove_restore_update_compromised():
+    state = _state(
+        access=_hosts(tb.USER0, tb.USER1, tb.USER2, value=2, dtype=np.int32) // 2
+        + _hosts(tb.USER0, value=1, dtype=np.int32),
+        malware=_hosts(tb.USER1),
+        compromised=_hosts(tb.USER2, value=cage.COMP_USER, dtype=np.int32),
+        red_agent=red.SLEEP_AGENT,
+    )
+    key = jax.random.key(5)
+    analysed, _, _ = _transition(key, state, jnp.int32(tb.ANALYSE + tb.USER1), QUIET)
+    assert int(analysed.compromised[tb.USER1]) == cage.COMP_PRIVILEGED
+    removed, _, _ = _transition(key, state, jnp.int32(tb.REMOVE + tb.USER2), QUIET)
+    assert int(removed.compromised[tb.USER2]) == cage.COMP_UNKNOWN
+    assert int(removed.access[tb.USER2]) == 0
+    restored, terms, _ = _transition(key, state, jnp.int32(tb.RESTORE + tb.USER2), QUIET)
+    assert int(restored.compromised[tb.USER2]) == cage.COMP_NO
+    assert int(restored.access[tb.USER2]) == 0
+    np.testing.assert_allclose(terms["restore"], -1.0)
+
+
+def test_remove_spares_root_shells_and_same_step_escalation():
+    key = jax.random.key(6)
+    root_shell = _state(
+        access=_hosts(tb.USER0, value=2, dtype=np.int32) + _hosts(tb.USER2, dtype=np.int32),
+        root_shell=_hosts(tb.USER2),
+        red_agent=red.SLEEP_AGENT,
+    )
+    after, _, _ = _transition(key, root_shell, jnp.int32(tb.REMOVE + tb.USER2), QUIET)
+    assert int(after.access[tb.USER2]) == 1
+    # B_line escalates User1 in the very step Blue removes its shell: the escalation wins.
+    escalating = _state(
+        bline_stage=3,
+        access=_hosts(tb.USER0, value=2, dtype=np.int32) + _hosts(tb.USER1, dtype=np.int32),
+    )
+    after, _, success = _transition(key, escalating, jnp.int32(tb.REMOVE + tb.USER1), QUIET)
+    assert bool(success) and int(after.access[tb.USER1]) == 2
+
+
+# ---- Red -----------------------------------------------------------------------------------
+
+
+def test_bline_walks_its_stages_against_sleep():
+    want = [
+        (red.RED_SUBNET_SCAN, tb.USER),
+        (red.RED_SCAN, tb.USER1),
+        (red.RED_EXPLOIT, tb.USER1),
+        (red.RED_PRIVESC, tb.USER1),
+        (red.RED_SCAN, tb.ENTERPRISE1),
+        (red.RED_EXPLOIT, tb.ENTERPRISE1),
+        (red.RED_PRIVESC, tb.ENTERPRISE1),
+        (red.RED_SUBNET_SCAN, tb.ENTERPRISE),
+        (red.RED_SCAN, tb.ENTERPRISE2),
+        (red.RED_EXPLOIT, tb.ENTERPRISE2),
+        (red.RED_PRIVESC, tb.ENTERPRISE2),
+        (red.RED_SCAN, tb.OP_SERVER0),
+        (red.RED_EXPLOIT, tb.OP_SERVER0),
+        (red.RED_PRIVESC, tb.OP_SERVER0),
+        (red.RED_IMPACT, tb.OP_SERVER0),
+        (red.RED_IMPACT, tb.OP_SERVER0),
+    ]
+    state = _state()
+    got = []
+    for i in range(len(want)):
+        kind, target = red.bline_action(state.bline_stage, state.bline_user)
+        got.append((int(kind), int(target)))
+        # Retry failed exploits (EternalBlue is broken on Enterprise1/2) until one lands.
+        for attempt in range(20):
+            after, terms, success = _transition(jax.random.key(100 * i + attempt), state,
+                                                jnp.int32(0), QUIET)  # fmt: skip
+            if bool(success):
+                break
+            assert int(after.bline_stage) == int(red.BLINE_JUMPS[int(state.bline_stage)])
+        state = after
+    assert got == want
+    assert bool(state.impacted) and int(state.access[tb.OP_SERVER0]) == 2
+    assert float(terms["impact"]) == -10.0
+
+
+@pytest.mark.parametrize(("stage", "jump"), [(3, 2), (6, 5), (10, 9), (13, 12), (14, 13)])
+def test_bline_falls_back_on_failure(stage, jump):
+    # No shell anywhere but User0: every escalation and the impact fail.
+    after, _, success = _transition(jax.random.key(7), _state(bline_stage=stage), jnp.int32(0),
+                                    QUIET)  # fmt: skip
+    assert not bool(success) and int(after.bline_stage) == jump
+
+
+def test_meander_priorities():
+    u = jnp.linspace(0.1, 0.9, tb.NUM_HOSTS)
+    known = _hosts(tb.USER0)
+    access = _hosts(tb.USER0, value=2, dtype=np.int32)
+    # Holding User0 with the rest of the User subnet unknown: sweep the User subnet.
+    kind, target = red.meander_action(u, u, access, known, np.zeros(13, bool))
+    assert (int(kind), int(target)) == (red.RED_SUBNET_SCAN, tb.USER)
+    # All user hosts known, two unscanned: scan one of them.
+    known = _hosts(8, 9, 10, 11, 12)
+    scanned = _hosts(8, 9, 10)
+    kind, target = red.meander_action(u, u, access, known, scanned)
+    assert int(kind) == red.RED_SCAN and int(target) in (tb.USER3, tb.USER4)
+    # Everything scanned, shells on User4 and User2: escalate the lowest index first.
+    access = access + _hosts(tb.USER2, tb.USER4, dtype=np.int32)
+    kind, target = red.meander_action(u, u, access, known, known)
+    assert (int(kind), int(target)) == (red.RED_PRIVESC, tb.USER2)
+    # Nothing to escalate: exploit a scanned host without root (never the Defender).
+    access = _hosts(tb.USER0, tb.USER1, tb.USER2, tb.USER3, value=2, dtype=np.int32)
+    known = known | _hosts(tb.DEFENDER)
+    kind, target = red.meander_action(u, u, access, known, known)
+    assert (int(kind), int(target)) == (red.RED_EXPLOIT, tb.USER4)
+    # Root on Op_Server0 trumps everything.
+    access[tb.OP_SERVER0] = 2
+    kind, target = red.meander_action(u, u, access, known, np.zeros(13, bool))
+    assert (int(kind), int(target)) == (red.RED_IMPACT, tb.OP_SERVER0)
+
+
+def test_exploit_choice_prefers_top_weight():
+    options = jnp.asarray([True, False, False, False, True, False, False, True])  # FTP,HTTP,SSH
+    other = jnp.linspace(0.0, 1.0, 8)
+    assert int(cage.choose_exploit(jnp.float32(0.5), other, options)) == tb.FTP
+    assert int(cage.choose_exploit(jnp.float32(0.8), other, options)) == tb.SSH
+    only_ssh = jnp.zeros(8, bool).at[tb.SSH].set(True)
+    assert int(cage.choose_exploit(jnp.float32(0.9), other, only_ssh)) == tb.SSH
+    assert int(cage.choose_exploit(jnp.float32(0.9), other, jnp.zeros(8, bool))) == -1
+
+
+# ---- decoys --------------------------------------------------------------------------------
+
+
+def _decoy(decoy, host):
+    return jnp.int32(tb.DECOY + tb.NUM_HOSTS * decoy + host)
+
+
+def test_decoy_placement_rules():
+    key = jax.random.key(8)
+    sleeping = _state(red_agent=red.SLEEP_AGENT)
+    placed, _, _ = _transition(key, sleeping, _decoy(tb.FEMITTER, tb.ENTERPRISE1), QUIET)
+    assert bool(placed.decoys[tb.ENTERPRISE1, tb.FEMITTER])
+    # Enterprise1 does not accept Apache (port 80 in use).
+    refused, _, _ = _transition(key, sleeping, _decoy(tb.APACHE, tb.ENTERPRISE1), QUIET)
+    assert not np.asarray(refused.decoys).any()
+    # In 2.1 Vsftpd opens port 80 and collides with Apache; fixed, it opens 21 and does not.
+    apache = sleeping.replace(decoys=sleeping.decoys.at[tb.OP_SERVER0, tb.APACHE].set(True))
+    buggy, _, _ = _transition(key, apache, _decoy(tb.VSFTPD, tb.OP_SERVER0), QUIET)
+    fixed, _, _ = _transition(key, apache, _decoy(tb.VSFTPD, tb.OP_SERVER0),
+                              QUIET.replace(fix_bugs=True))  # fmt: skip
+    assert not bool(buggy.decoys[tb.OP_SERVER0, tb.VSFTPD])
+    assert bool(fixed.decoys[tb.OP_SERVER0, tb.VSFTPD])
+
+
+def test_decoy_seen_in_scan_stops_exploit_and_restore_clears_it():
+    key = jax.random.key(9)
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.OP_SERVER0, tb.HARAKA_SMTP] = True
+    # B_line scans Op_Server0 (stage 11) with a Haraka decoy there: Red learns SSH and Haraka.
+    state = _state(bline_stage=11, decoys=decoys)
+    scanned, _, _ = _transition(key, state, jnp.int32(0), QUIET)
+    np.testing.assert_array_equal(
+        np.flatnonzero(scanned.red_ports[tb.OP_SERVER0]), [tb.HARAKA, tb.SSH]
+    )
+    # Its exploit takes Haraka 75% of the time and fails (seen as a scan), else SSH works.
+    outcomes = set()
+    for i in range(40):
+        after, _, success = _transition(jax.random.key(i), scanned, jnp.int32(0), QUIET)
+        if bool(success):
+            outcomes.add("ssh")
+            assert int(after.activity[tb.OP_SERVER0]) == cage.ACT_EXPLOIT  # brute force: seen
+        else:
+            outcomes.add("decoy")
+            assert int(after.activity[tb.OP_SERVER0]) == cage.ACT_SCAN
+            assert int(after.bline_stage) == 9
+    assert outcomes == {"ssh", "decoy"}
+    restored, _, _ = _transition(key, scanned, jnp.int32(tb.RESTORE + tb.OP_SERVER0), QUIET)
+    assert not np.asarray(restored.decoys).any()
+
+
+def test_decoy_placed_after_the_scan_is_not_chosen():
+    # Red scanned Op_Server0 (SSH only); Blue then put a Haraka decoy there.
+    state = _state(bline_stage=12)
+    ports = np.zeros((13, 8), bool)
+    ports[tb.OP_SERVER0, tb.SSH] = True
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.OP_SERVER0, tb.HARAKA_SMTP] = True
+    state = state.replace(red_ports=jnp.asarray(ports), decoys=jnp.asarray(decoys))
+    for i in range(10):
+        after, _, success = _transition(jax.random.key(i), state, jnp.int32(0), QUIET)
+        assert bool(success) and int(after.access[tb.OP_SERVER0]) == 1
+
+
+# ---- reward --------------------------------------------------------------------------------
+
+
+def test_reward_of_hand_built_state():
+    access = np.zeros(13, np.int32)
+    access[[tb.USER0, tb.ENTERPRISE1, tb.OP_SERVER0]] = 2  # escalated
+    access[[tb.USER2, tb.USER3, tb.ENTERPRISE0]] = 1  # shells
+    root_shell = _hosts(tb.USER2)  # EternalBlue on User2 lands as SYSTEM
+    state = _state(access=access, root_shell=root_shell, impacted=True)
+    none = cage.decode_blue(jnp.int32(0))
+    terms = cage.reward_terms(state, none)
+    # Enterprise1 1.0 + Op_Server0 1.0 + User2 0.1; User0 is worth 0, plain shells nothing.
+    np.testing.assert_allclose(terms["access"], -2.1, rtol=1e-6)
+    np.testing.assert_allclose(terms["impact"], -10.0)
+    np.testing.assert_allclose(terms["restore"], 0.0)
+    restore = cage.decode_blue(jnp.int32(tb.RESTORE + tb.USER4))
+    np.testing.assert_allclose(cage.reward_terms(state, restore)["restore"], -1.0)
+
+
+def test_step_reward_is_rounded_sum_of_terms():
+    access = _hosts(tb.USER0, value=2, dtype=np.int32) + _hosts(tb.USER1, tb.USER2, tb.USER3,
+                                                                 dtype=np.int32)  # fmt: skip
+    state = _state(access=access, root_shell=_hosts(tb.USER1, tb.USER2, tb.USER3),
+                   red_agent=red.SLEEP_AGENT)  # fmt: skip
+    _, _, reward, _, _, info = _step(jax.random.key(10), state, jnp.int32(tb.RESTORE + 0), QUIET)
+    assert float(reward) == pytest.approx(-1.3, abs=1e-6)
+    total = sum(float(v) for v in info["reward_terms"].values())
+    assert total == pytest.approx(-1.3, abs=1e-5)
+
+
+def test_sleep_blue_vs_sleep_red_scores_exactly_zero():
+    params = PARAMS.replace(red_agent=red.SLEEP_AGENT)
+    reward, _, _, _, _ = jax.device_get(_rollout(jax.random.key(11), params, "sleep", 16, 100))
+    assert np.all(reward == 0.0)
+
+
+# ---- Blue baselines ------------------------------------------------------------------------
+
+
+def test_react_restore_restores_lowest_pending_host_once():
+    obs = np.zeros((13, 4), np.float32)
+    obs[[tb.ENTERPRISE2, tb.USER1], 3] = 1.0  # both show User
+    state = blue.init_policy_state()
+    action, state = blue.react_restore(state, jnp.asarray(obs.reshape(-1)), jax.random.key(0))
+    assert int(action) == tb.RESTORE + tb.ENTERPRISE2
+    action, state = blue.react_restore(state, jnp.zeros(52), jax.random.key(0))
+    assert int(action) == tb.RESTORE + tb.USER1
+    action, state = blue.react_restore(state, jnp.zeros(52), jax.random.key(0))
+    assert int(action) == tb.SLEEP
+
+
+def test_react_decoy_places_its_plan_when_idle():
+    state = blue.init_policy_state()
+    actions = []
+    for _ in range(len(blue.DECOY_PLAN) + 1):
+        action, state = blue.react_decoy(state, jnp.zeros(52), jax.random.key(0))
+        actions.append(int(action))
+    assert actions[:-1] == blue.DECOY_PLAN.tolist() and actions[-1] == tb.SLEEP
+    assert tb.action_name(actions[0]) == "DecoyFemitter Enterprise2"
+
+
+def test_fidelity_sleep_rows_and_tolerance():
+    assert cyber_fidelity.within(-100.0, 1.0, -103.0, 0.0)  # 3% of 103
+    assert not cyber_fidelity.within(-100.0, 0.1, -110.0, 1.0)
+    returns = np.asarray(cyber_fidelity._player("sleep", 32, False)(jax.random.key(0), 1))
+    assert returns.shape == (3, 32)
+    assert np.all(returns[0] >= returns[1]) and np.all(returns[1] >= returns[2])
