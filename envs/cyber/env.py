@@ -67,6 +67,7 @@ length per episode among 30, 50 and 100 (the evaluation lengths).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -167,10 +168,18 @@ class StepDraws(struct.PyTreeNode):
     green_host: jax.Array  # () which host it scans
 
 
+NUM_STEP_DRAWS = 2 * tb.NUM_HOSTS + tb.NUM_EXPLOITS + 4  # uniforms per step
+NUM_RESET_DRAWS = 3  # uniforms per reset: B_line's user host, Red agent, episode length
+
+
 def draw_step(key: jax.Array) -> StepDraws:
     """All of a step's uniforms from one key."""
+    return step_draws(jax.random.uniform(key, (NUM_STEP_DRAWS,)))
+
+
+def step_draws(u: jax.Array) -> StepDraws:
+    """Name the slices of ``u`` (float [NUM_STEP_DRAWS], uniform in [0, 1))."""
     n = tb.NUM_HOSTS
-    u = jax.random.uniform(key, (2 * n + tb.NUM_EXPLOITS + 4,))
     e = 2 * n + 1
     return StepDraws(
         meander_scan=u[:n],
@@ -388,13 +397,10 @@ def reward_terms(state: EnvState, blue: BlueAction) -> dict[str, jax.Array]:
 
 def observe(state: EnvState, params: EnvParams) -> jax.Array:
     """Blue's observation: float32 [52] (table) or [79] (extended), see the module docstring."""
-    table = jnp.concatenate(
-        [
-            jnp.asarray(ACTIVITY_BITS)[state.activity],
-            jnp.asarray(COMPROMISED_BITS)[state.compromised],
-        ],
-        axis=1,
-    ).reshape(-1)
+    # The bits of ACTIVITY_BITS and COMPROMISED_BITS, computed instead of gathered.
+    act, comp = state.activity, state.compromised
+    bits = [act != ACT_NONE, act == ACT_EXPLOIT, (comp & 1) == 1, comp >= COMP_USER]
+    table = jnp.stack(bits, axis=1).astype(jnp.float32).reshape(-1)
     if params.obs_mode == "table":
         return table
     extra = [
@@ -407,9 +413,12 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
 
 def initial_state(key: jax.Array, params: EnvParams) -> EnvState:
     """A fresh episode: Red holds User0 and knows only it; Red agent and length drawn."""
-    # One draw for the three choices: user target, Red agent, length.
-    u_user, u_red, u_length = jax.random.uniform(key, (3,))
-    del key
+    return initial_state_from(jax.random.uniform(key, (NUM_RESET_DRAWS,)), params)
+
+
+def initial_state_from(u: jax.Array, params: EnvParams) -> EnvState:
+    """:func:`initial_state` from its uniforms ``u`` (float [3]: user, Red agent, length)."""
+    u_user, u_red, u_length = u[0], u[1], u[2]
     hosts = jnp.arange(tb.NUM_HOSTS)
     drawn_red = jnp.where(u_red < params.red_bline_prob, red.BLINE_AGENT, red.MEANDER_AGENT)
     red_agent = jnp.where(params.red_agent < 0, drawn_red, params.red_agent)
@@ -467,8 +476,13 @@ def transition(
     Returns:
       ``(state, reward_terms, red_success)``.
     """
-    draws = draw_step(key)
-    del key
+    return transition_with(draw_step(key), state, action, params)
+
+
+def transition_with(
+    draws: StepDraws, state: EnvState, action: jax.Array, params: EnvParams
+) -> tuple[EnvState, dict[str, jax.Array], jax.Array]:
+    """:func:`transition` with the step's uniforms already drawn."""
     fix_bugs = jnp.asarray(params.fix_bugs)
     blue = decode_blue(jnp.asarray(action, jnp.int32))
     kind, target = red_policy_action(draws, state)
@@ -542,10 +556,43 @@ class Cage2(environment.Environment[EnvState, EnvParams]):
         state = initial_state(key, params)
         return observe(state, params), state
 
+    @functools.partial(jax.jit, static_argnames=("self",))
+    def step(
+        self, key: jax.Array, state: EnvState, action: Any, params: EnvParams | None = None
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        """gymnax 1.0's auto-resetting step, drawing the step's and the reset's uniforms at once.
+
+        Same contract as ``gymnax.environments.environment.Environment.step`` (the reset state
+        replaces the stepped one where ``terminated | truncated``; ``info`` gains
+        ``terminated``, ``truncated`` and ``final_observation``), one PRNG call instead of three.
+        """
+        params = self.default_params if params is None else params
+        u = jax.random.uniform(key, (NUM_STEP_DRAWS + NUM_RESET_DRAWS,))
+        obs_st, state_st, reward, terminated, info = self._step_with(
+            step_draws(u[:NUM_STEP_DRAWS]), state, action, params
+        )
+        truncated = self.is_truncated(state_st, params)
+        done = terminated | truncated
+        state_re = initial_state_from(u[NUM_STEP_DRAWS:], params)
+        state = jax.tree.map(lambda r, s: jax.lax.select(done, r, s), state_re, state_st)
+        obs = jax.lax.select(done, observe(state_re, params), obs_st)
+        info = {
+            **info,
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_observation": obs_st,
+        }
+        return obs, state, reward, terminated, truncated, info
+
     def step_env(
         self, key: jax.Array, state: EnvState, action: Any, params: EnvParams
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, dict[str, Any]]:
-        state, terms, red_success = transition(key, state, action, params)
+        return self._step_with(draw_step(key), state, action, params)
+
+    def _step_with(
+        self, draws: StepDraws, state: EnvState, action: Any, params: EnvParams
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, dict[str, Any]]:
+        state, terms, red_success = transition_with(draws, state, action, params)
         reward = jnp.round(sum(terms.values()) * 10.0) / 10.0
         info = {
             "reward_terms": terms,
