@@ -113,3 +113,7 @@ register("Soccer", Soccer)
 from envs.cyber import Cage2  # noqa: E402 - registered after the registry is defined
 
 register("CAGE2", Cage2)
+
+from envs.grid import MettaArena  # noqa: E402
+
+register("MettaArena", MettaArena)
