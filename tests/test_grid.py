@@ -109,7 +109,7 @@ def test_registered_contract_and_no_retrace():
     env, params = envs.make("MettaArena")
     assert env.num_agents == 24 and not hasattr(env, "num_teams")
     obs, state = jax.jit(env.reset)(jax.random.key(0), params)
-    assert obs.shape == (24, 11, 11, arena.NUM_FEATURES) and obs.dtype == jnp.uint8
+    assert obs.shape == (24, 11, 11, arena.NUM_FEATURES) and obs.dtype == jnp.float32
     assert env.observation_space(params).shape == obs.shape
     assert env.action_space(params).n == grid_rules.NUM_ACTIONS == 16
     # Every agent and converter stands on its own floor cell of its own room.
@@ -376,7 +376,7 @@ def test_observation_of_a_hand_built_state():
         last_action=jnp.asarray([ATTACK0 + 4, UP], jnp.int32),
         last_reward=jnp.asarray([0.5, 0.0], jnp.float32),
     )
-    obs = np.asarray(arena.observe(state, arena.EnvParams()))
+    obs = np.asarray(arena.observe(state, arena.EnvParams())).astype(np.uint8)
     assert obs.shape == (2, 11, 11, arena.NUM_FEATURES)
     me = obs[0]
     c = arena.RADIUS

@@ -24,8 +24,9 @@ the faced converter, 7-15 attack with argument 0-8. Each step: converter events,
 agents in a random order (drawn from the step key), attacks first, then everything else. A
 frozen agent loses the action it chose (its counter counts down by one per lost action).
 
-Observation, uint8 [A, 11, 11, F=19]: the 11 x 11 window centred on the agent (row 0 is 5
-rows up; the window does not rotate with the agent), one feature vector per cell:
+Observation, float32 [A, 11, 11, F=19] (MettaGrid's uint8 values, as float32 for the repo's
+env contract): the 11 x 11 window centred on the agent (row 0 is 5 rows up; the window does
+not rotate with the agent), one feature vector per cell:
 
     idx    feature
     0:7    type one-hot: agent, wall, mine, generator, altar, lasery, armory
@@ -351,7 +352,7 @@ def feature_table(world: World) -> jax.Array:
 
 
 def observe(state: EnvState, params: EnvParams) -> jax.Array:
-    """Every agent's observation, uint8 [A, 11, 11, F] (layout in the module docstring)."""
+    """Every agent's observation, float32 [A, 11, 11, F] (layout in the module docstring)."""
     world = state.world
 
     def window(pos):  # [2] -> [11, 11] codes
@@ -372,7 +373,7 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
         ],
         axis=-1,
     ).astype(jnp.uint8)  # [A, 4]
-    return obs.at[:, RADIUS, RADIUS, F_GLOBAL:].set(glob)
+    return obs.at[:, RADIUS, RADIUS, F_GLOBAL:].set(glob).astype(jnp.float32)
 
 
 # ----------------------------------------------------------------------------- step
@@ -448,12 +449,12 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         return spaces.Discrete(grid_rules.NUM_ACTIONS)
 
     def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
-        """uint8 [num_agents, 11, 11, NUM_FEATURES]."""
+        """float32 [num_agents, 11, 11, NUM_FEATURES], whole numbers in [0, 255]."""
         del params
-        return spaces.Box(0, 255, (self.num_agents, VIEW, VIEW, NUM_FEATURES), jnp.uint8)
+        return spaces.Box(0, 255, (self.num_agents, VIEW, VIEW, NUM_FEATURES), jnp.float32)
 
     def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
-        """A new random layout; returns ``(obs [A, 11, 11, F], state)``."""
+        """A new random layout; returns ``(obs float32 [A, 11, 11, F], state)``."""
         state = self.fresh_state(key, params)
         return observe(state, params), state
 
@@ -533,6 +534,6 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         return jnp.zeros((), bool)
 
     def get_obs(self, state: EnvState, params: EnvParams | None = None, key=None) -> jax.Array:
-        """Observations uint8 [A, 11, 11, F] (gymnax legacy hook)."""
+        """Observations float32 [A, 11, 11, F] (gymnax legacy hook)."""
         del key
         return observe(state, self.default_params if params is None else params)
