@@ -474,3 +474,38 @@ def test_fidelity_sleep_rows_and_tolerance():
     returns = np.asarray(cyber_fidelity._player("sleep", 32, False)(jax.random.key(0), 1))
     assert returns.shape == (3, 32)
     assert np.all(returns[0] >= returns[1]) and np.all(returns[1] >= returns[2])
+
+
+def _draws(**changes) -> cage.StepDraws:
+    """Step uniforms: all 0 (top exploit, detected, GreenAgent acting on User0) unless given."""
+    zeros = {
+        "meander_scan": jnp.zeros(13),
+        "meander_exploit": jnp.zeros(13),
+        "exploit_top": jnp.float32(0),
+        "exploit_other": jnp.zeros(8),
+        "detection": jnp.float32(0),
+        "green_acts": jnp.float32(0),
+        "green_host": jnp.float32(0),
+    }
+    return cage.StepDraws(**{**zeros, **{k: jnp.float32(v) for k, v in changes.items()}})
+
+
+@pytest.mark.parametrize(("fix_bugs", "seen"), [(False, False), (True, True)])
+def test_green_scan_masks_exploit_in_2_1_only(fix_bugs, seen):
+    ports = np.zeros((13, 8), bool)
+    ports[tb.USER1, tb.FTP] = True
+    state = _state(bline_stage=2, red_ports=ports)  # B_line exploits User1 with FTP
+    params = PARAMS.replace(green_agent=True, fix_bugs=fix_bugs)
+    green_on_user1 = (list(cage.GREEN_HOSTS).index(tb.USER1) + 0.5) / len(cage.GREEN_HOSTS)
+    after, _, success = cage.transition_with(
+        _draws(green_host=green_on_user1), state, jnp.int32(0), params
+    )
+    assert bool(success) and int(after.access[tb.USER1]) == 1 and bool(after.root_shell[tb.USER1])
+    want = cage.ACT_EXPLOIT if seen else cage.ACT_SCAN
+    assert int(after.activity[tb.USER1]) == want
+    assert (int(after.compromised[tb.USER1]) == cage.COMP_USER) == seen
+    # Without GreenAgent the same draws show the exploit in both settings.
+    quiet, _, _ = cage.transition_with(
+        _draws(), state, jnp.int32(0), params.replace(green_agent=False)
+    )
+    assert int(quiet.activity[tb.USER1]) == cage.ACT_EXPLOIT

@@ -9,7 +9,8 @@ Blue actions, ``Discrete(145)`` in CybORG's order (``EnumActionWrapper``): 0 Sle
 for the types Apache, Femitter, HarakaSMPT, Smss, SSHD, Svchost, Tomcat, Vsftpd, and
 132-144 Restore(host); hosts in alphabetical order.
 
-- Analyse finds Red's exploit file (density 0.9): the host shows Privileged.
+- Analyse finds a file Red dropped (exploits other than SSH brute force, escalations; density
+  0.9): the host shows Privileged.
 - Remove kills Red's user-level shell; a root/SYSTEM shell survives, and so does a shell that
   Red escalates in the same step (CybORG++: Escalate beats Remove).
 - Decoy places the decoy service if the host accepts it and its port is free. An exploit
@@ -20,7 +21,8 @@ for the types Apache, Femitter, HarakaSMPT, Smss, SSHD, Svchost, Tomcat, Vsftpd,
 Red: B_line, Meander or Sleep (:mod:`envs.cyber.red`), chosen by ``EnvParams.red_agent``.
 An exploit picks among the services Red saw when it last port-scanned the host (so a decoy
 placed after the scan is not chosen): the highest-weight one 75% of the time, otherwise a
-random other one. Some exploits land as root/SYSTEM and count as privileged at once.
+random other one. Some exploits land as root/SYSTEM and count as privileged at once; a
+privilege escalation needs a live shell there and reveals the host's next hop.
 
 Observation (``obs_mode="table"``), float32 [52]: per host (alphabetical) 2 activity bits
 (None 00, Scan 10, Exploit 11; this step only) and 2 compromised bits (No 00, Unknown 10,
@@ -32,35 +34,44 @@ the step / 100.
 
 Reward (Blue), float32, rounded to 0.1: minus the sum over hosts where Red holds root/SYSTEM
 (1.0 for Enterprise0-2 and Op_Server0, 0.1 for User1-4, Op_Host0-2 and Defender, 0 for User0),
-minus 10 while Op_Server0 is impacted, minus 1 per Restore. ``info["reward_terms"]`` holds
-the three terms (``access``, ``impact``, ``restore``). No termination; the episode is cut at
-``max_steps_in_episode`` (truncated).
+minus 10 while Op_Server0 is impacted, minus 1 per Restore (User0's too, which does nothing
+else). ``info["reward_terms"]`` holds the three terms (``access``, ``impact``, ``restore``).
+No termination; the episode is cut at its length (truncated).
 
-Simplifications (each one checked against the reference scores by ``bench.cyber_fidelity``):
+Bugs (``fix_bugs``). ``False`` keeps the score-changing bugs of CybORG 2.1 as released (the
+official leaderboard's env): the Vsftpd decoy opens port 80 (an Apache look-alike), User3's
+SQL service hides behind the 3389 typo and BlueKeep fails there, EternalBlue fails on
+Enterprise1/2, a Femitter decoy keeps stopping FTP exploits after a Restore (mini_CAGE's
+"femitter stuck"), and the Blue table reads an exploit as a scan when GreenAgent scans the same
+host. ``True`` is CybORG++'s debugged CybORG, the env behind its reference table.
+
+GreenAgent (``green_agent``): off by default, as in Scenario2 and the official evaluation.
+On, it port-scans one of User0-4 and Enterprise0-2 half the time (Scan activity, and the
+2.1 masking above).
+
+Simplifications (``bench.cyber_fidelity`` checks the scores that follow from them):
 
 - No IP addresses, ports, processes, files or sessions: a host is Red's access level (none,
-  user, root), a malware-file flag, the set of decoys in place and the exploits Red learned
-  from port scans. Services per host, root-landing exploits and decoy compatibility are the
-  tables in :mod:`envs.cyber.tables` (CybORG++'s appendix and mini_CAGE).
+  shell, escalated), whether the shell runs as root/SYSTEM, a dropped-file flag, the decoys in
+  place and the exploits Red learned from port scans. Services per host, root-landing
+  exploits and decoy compatibility are the tables in :mod:`envs.cyber.tables` (CybORG++'s
+  appendix and mini_CAGE).
 - No routing or firewall checks: Red can scan and exploit any host it has discovered (it only
   discovers Enterprise hosts through a user host and Op_Server0 through Enterprise2, the
-  routes CybORG enforces). Red's actions other than exploits and escalations on a lost host
-  always succeed.
-- Meander reads its own access from the true state (as mini_CAGE does), instead of CybORG's
-  belief lists that roll back after a failure; it never exploits the Defender or User0.
-- Green is asleep (Scenario2's default and the official evaluation's setting).
+  routes CybORG enforces). Scans and sweeps always succeed.
+- Meander reads its own access from the true state and picks its next action by mini_CAGE's
+  priorities (Impact, sweep a subnet it holds root in, scan, escalate the lowest-index shell,
+  exploit a random scanned host; never the Defender), instead of CybORG's belief lists that
+  roll back after a failure.
 - Detection of a failed exploit: a decoy hit shows as Scan; any other failure shows nothing.
-  Impact and privilege escalation show nothing (as in CybORG's table).
+  Impact and privilege escalation show nothing.
 - Decoy compatibility is the host's initial one; a decoy also refuses a port another decoy
   already holds (Femitter/Vsftpd on 21 when fixed, Apache/Vsftpd on 80 in 2.1).
-- ``fix_bugs=False`` keeps CybORG 2.1's bugs that change scores: Vsftpd decoy on port 80,
-  User3's SQL service hidden behind the 3389 typo and BlueKeep failing there, EternalBlue
-  failing on Enterprise1/2, and a Femitter decoy that keeps stopping FTP exploits after a
-  Restore (mini_CAGE's "femitter stuck"). The BlueTableWrapper misclassification and Remove's
-  reported success are not modelled (neither changes Blue's reward for our baselines).
+- Remove's reported success and Analyse/Monitor's raw observations are not modelled: Blue sees
+  only the table.
 
 Episode settings are array leaves of :class:`EnvParams`, so one compiled step serves every
-Red agent, length and bug setting: ``red_agent=-1`` draws Red per episode (B_line with
+Red agent, length, bug and Green setting: ``red_agent=-1`` draws Red per episode (B_line with
 probability ``red_bline_prob``, else Meander) and ``max_steps_in_episode<=0`` draws the
 length per episode among 30, 50 and 100 (the evaluation lengths).
 """
@@ -100,7 +111,7 @@ class EnvParams(struct.PyTreeNode):
     red_bline_prob: float = 0.5  # red_agent=-1: probability of B_line (else Meander)
     max_steps_in_episode: int = 100  # episode length; <= 0 draws 30, 50 or 100 per episode
     fix_bugs: bool = False  # False keeps CybORG 2.1's score-changing bugs
-    green_agent: bool = True  # CybORG's GreenAgent port-scans a random host half the time
+    green_agent: bool = False  # True: CybORG's GreenAgent port-scans half the time
     obs_mode: str = struct.field(pytree_node=False, default="table")  # table | extended
 
     def __post_init__(self):
