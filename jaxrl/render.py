@@ -6,7 +6,7 @@
 Both go through the shared match step (:mod:`jaxrl.match`); with ``--rule-policy`` the
 learner's team plays the env's scripted RulePolicy.
 
-Only environments with a renderer are supported (``Soccer``).
+Only environments with a renderer are supported (``Soccer``, ``MettaArena``).
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     from envs.soccer import render  # noqa: PLC0415
     from envs.soccer.physics import STEP_DT  # noqa: PLC0415
 
+    renderers = {"Soccer": render}
+
     try:
         overrides = yaml.safe_load(args.env_kwargs) or {}
         if not isinstance(overrides, dict):
@@ -130,8 +132,13 @@ def main(argv: list[str] | None = None) -> int:
                 if not 0 <= args.member < count:
                     raise ValueError(f"--member must be in 0..{count - 1}, got {args.member}")
                 policy = jax.tree.map(lambda x: x[args.member], policy)
-            if setup.config.env.name != "Soccer":
-                raise ConfigError(f"only Soccer runs can be rendered, not {setup.config.env.name}")
+            if setup.config.env.name == "MettaArena":
+                from envs.grid import render as grid_render  # noqa: PLC0415
+
+                renderers["MettaArena"] = render = grid_render
+                num_steps = max(1, round(args.seconds / grid_render.STEP_DT))
+            if setup.config.env.name not in renderers:
+                raise ConfigError(f"no renderer for {setup.config.env.name} runs")
             env_params = setup.env_params
             if setup.curriculum is not None:
                 last = setup.curriculum.num_stages - 1
