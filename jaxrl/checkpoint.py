@@ -56,7 +56,22 @@ def _data_to_keys(tree: Any, like: Any) -> Any:
 
 
 def _abstract(tree: Any) -> Any:
-    return jax.tree.map(ocp.utils.to_shape_dtype_struct, tree)
+    return jax.tree.map(ocp.utils.to_shape_dtype_struct, _drop_empty(tree))
+
+
+def _drop_empty(tree: Any) -> Any:
+    """``tree`` with zero-size arrays as None: Orbax refuses to save them, and they hold no
+    data (a run without pool lanes has ``[0]``-shaped lane state, for instance)."""
+    return jax.tree.map(lambda x: None if getattr(x, "size", 1) == 0 else x, tree)
+
+
+def _fill_empty(restored: Any, like: Any) -> Any:
+    """Undo :func:`_drop_empty`: the zero-size arrays of ``like`` back in their places."""
+    values = iter(jax.tree.leaves(restored))
+    leaves, treedef = jax.tree.flatten(like)
+    return jax.tree.unflatten(
+        treedef, [x if getattr(x, "size", 1) == 0 else next(values) for x in leaves]
+    )
 
 
 def split_runner(runner: RunnerState) -> tuple[PolicyState, RunnerState, dict[str, Any]]:
@@ -96,9 +111,12 @@ class Checkpointer:
             step,
             args=ocp.args.Composite(
                 policy=ocp.args.StandardSave(policy),
-                state=ocp.args.StandardSave(rest),
+                state=ocp.args.StandardSave(_drop_empty(rest)),
                 meta=ocp.args.JsonSave({**meta, "update_step": step, "features": sorted(features)}),
-                **{name: ocp.args.StandardSave(state) for name, state in features.items()},
+                **{
+                    name: ocp.args.StandardSave(_drop_empty(state))
+                    for name, state in features.items()
+                },
             ),
             force=True,
         )
@@ -140,10 +158,12 @@ class Checkpointer:
                 f"config: {_first_line(err)}"
             ) from None
         rest = _data_to_keys(
-            restored.state, like.replace(params=None, obs_stats=None, features=None)
+            _fill_empty(restored.state, rest_like),
+            like.replace(params=None, obs_stats=None, features=None),
         )
         features = {
-            name: _data_to_keys(restored[name], state) for name, state in like.features.items()
+            name: _data_to_keys(_fill_empty(restored[name], features_like[name]), state)
+            for name, state in like.features.items()
         }
         runner = rest.replace(
             params=restored.policy.params, obs_stats=restored.policy.obs_stats, features=features
@@ -175,7 +195,7 @@ class Checkpointer:
                 f"checkpoint {self.directory / str(step)} has no readable {name!r} item: "
                 f"{_first_line(err)}"
             ) from None
-        return restored[name], step
+        return _fill_empty(restored[name], like), step
 
     def restore_policy(self, like: PolicyState, step: int | None = None) -> tuple[PolicyState, int]:
         """Restore only params and normaliser; returns ``(policy, step)``."""
