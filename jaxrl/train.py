@@ -200,7 +200,8 @@ def train(
     runner = init_run(setup)
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=not resume)
     if resume:
-        runner, _ = checkpointer.restore(runner)
+        runner, meta = checkpointer.restore(runner)
+        _check_resume_devices(setup, meta.get("devices"))
     start_update = int(np.max(jax.device_get(runner.update_step)))
     main = is_main_process()
     quiet = quiet or not main  # the other processes train silently
@@ -220,6 +221,26 @@ def train(
         for logger in loggers:
             logger.close()
         checkpointer.close()
+
+
+def _check_resume_devices(setup: Setup, saved: int | None) -> None:
+    """Refuse to resume on another device count a run whose env groups are per device.
+
+    Opponent groups (self-play), evaluation lanes and curriculum replay envs are laid out in
+    every device's slice of the env batch, so on another device count the saved env states
+    would land in other groups. Runs with one kind of env resume on any device count, and
+    evaluation always works.
+    """
+    layout = setup.layout
+    grouped = layout.selfplay or layout.per_env_params  # evaluation lanes, curriculum replay
+    if saved is None or saved == layout.devices or not grouped:
+        return
+    raise TrainingError(
+        f"this run was trained on {saved} devices with env groups (self-play, evaluation lanes "
+        "or curriculum replay) "
+        f"laid out per device; resume it on {saved} devices (mesh.devices={saved}), not "
+        f"{layout.devices} (evaluation restores on any device count)"
+    )
 
 
 def _member_rows(metrics: dict, count: int) -> list[dict[str, float]]:
@@ -322,7 +343,11 @@ def _loop(
                 raise TrainingError(f"refusing to checkpoint non-finite params at update {update}")
             checkpointer.save(
                 runner,
-                {"env_steps": update * batch, "wall_s": time.perf_counter() - t0},
+                {
+                    "env_steps": update * batch,
+                    "wall_s": time.perf_counter() - t0,
+                    "devices": setup.layout.devices,
+                },
                 step=update,
             )
             last_saved = update

@@ -147,6 +147,65 @@ def test_only_process_zero_writes_logs(runs):
     assert (root / "two_processes" / "config.yaml").is_file()
 
 
+# The tiny self-play run of conftest.py (curriculum with replay into a league with pool
+# lanes, RulePolicy and current-policy opponents, evaluation lanes, obs normaliser) with 2
+# vmapped seeds on 2 devices. Replicated state is computed on every device (shard_map
+# returns device 0's copy without checking), so the child compares every device's copy.
+_LEAGUE_CHILD = """
+import sys
+import jax, numpy as np
+sys.path.insert(0, "tests")
+from conftest import tiny_selfplay
+from jaxrl.config import config_from_dict
+from jaxrl.train import train
+config = config_from_dict(tiny_selfplay(train__num_seeds=2))
+runner = train(config, sys.argv[1], quiet=True).runner
+assert jax.device_count() == 2
+replicated = runner.replace(match=None)
+leaves = jax.tree.leaves(jax.tree.map(
+    lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
+    replicated))
+differ = sum(
+    not all(np.array_equal(np.asarray(s.data), np.asarray(x.addressable_shards[0].data),
+                           equal_nan=True) for s in x.addressable_shards)
+    for x in leaves)
+print(len(leaves), differ, np.asarray(jax.device_get(runner.update_step)).tolist())
+"""
+
+
+def test_league_state_is_identical_on_every_device(tmp_path):
+    """Promotion, pool draws, PFSP counts, Elo, evaluation lanes and the normaliser decide on
+    values reduced over the devices: every device holds the same replicated state."""
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2", "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _LEAGUE_CHILD, str(tmp_path / "run")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    leaves, differ, updates = proc.stdout.split(maxsplit=2)
+    assert int(leaves) > 50 and int(differ) == 0
+    assert updates.strip() == "[12, 12]"
+
+
+def test_grouped_run_resumes_only_on_its_device_count(tmp_path):
+    """A run whose env groups are per device refuses another device count, in one line."""
+    from conftest import tiny_selfplay  # noqa: PLC0415
+
+    from jaxrl.config import config_from_dict  # noqa: PLC0415
+    from jaxrl.setup import make_setup  # noqa: PLC0415
+    from jaxrl.train import TrainingError, _check_resume_devices  # noqa: PLC0415
+
+    setup = make_setup(config_from_dict(tiny_selfplay()))
+    _check_resume_devices(setup, 1)
+    _check_resume_devices(setup, None)  # checkpoints from before the device count was saved
+    with pytest.raises(TrainingError, match="trained on 2 devices with env groups"):
+        _check_resume_devices(setup, 2)
+
+
 def test_env_count_must_divide_over_devices(tmp_path):
     proc = _run(_train_cli(tmp_path / "run", ["env.num_envs=7"]), devices=2)
     code, err = _finish(proc, timeout=120)
