@@ -3,8 +3,9 @@
     python -m jaxrl.plot --run-dir DIR [DIR ...] [--tags rollout/episode_return,...]
         [--labels A,B,...] [--group] [--out FILE.png]
 
-- Each run directory is one curve per tag, against agent steps. A run of several members
-  (``train.num_seeds``, ``sweep``) gives one curve per sweep point: the mean over its seeds,
+- Each run directory is one curve per tag, against env steps (TensorBoard's step). A run of
+  several members (``train.num_seeds``, ``sweep``) gives one curve per sweep point: the mean
+  over its seeds,
   with the min-max spread shaded. ``--group`` does the same across the run directories
   given (seeds trained as separate runs).
 - A curriculum run shades its stages (from ``curriculum/stage``), named from its config.
@@ -37,7 +38,7 @@ class PlotError(ValueError):
 class Series:
     """One scalar tag of one TensorBoard run."""
 
-    steps: np.ndarray  # [N] int64 agent steps
+    steps: np.ndarray  # [N] int64 env steps (TensorBoard's step)
     values: np.ndarray  # [N] float64
 
 
@@ -185,7 +186,7 @@ def draw(
         ax.set_ylabel(tag)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="best")
-    axes[-1, 0].set_xlabel("agent steps")
+    axes[-1, 0].set_xlabel("env steps")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
