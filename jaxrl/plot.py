@@ -5,9 +5,8 @@
 
 - Each run directory is one curve per tag, against env steps (TensorBoard's step). A run of
   several members (``train.num_seeds``, ``sweep``) gives one curve per sweep point: the mean
-  over its seeds,
-  with the min-max spread shaded. ``--group`` does the same across the run directories
-  given (seeds trained as separate runs).
+  over its seeds, with the min-max spread shaded. ``--group`` does the same across the run
+  directories given (seeds trained as separate runs).
 - A curriculum run shades its stages (from ``curriculum/stage``), named from its config.
 - Bad input (a missing run directory, a directory with no events, an unknown tag) ends with
   one line on stderr and exit status 2.
