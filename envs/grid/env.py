@@ -51,7 +51,7 @@ Info: ``agent_mask`` bool [A] (all true), ``hearts`` int32 [A] hearts taken from
 episode so far, ``episode_outcome`` {``hearts``: float32 (), mean hearts per agent this
 episode}, plus gymnax's ``terminated``, ``truncated`` and ``final_observation``.
 
-Simplifications against MettaGrid (speed and learning figures: ``bench/GRID_RESULTS.md``):
+Simplifications against MettaGrid (speed and learning figures: ``bench/RESULTS.md``):
 - Dense observation instead of up to 200 tokens; the features colour, swappable, glyph and
   group are omitted (constant in the arena), the type id is a one-hot, the ``frozen``
   feature is 0/1 as in MettaGrid's agent tokens.
