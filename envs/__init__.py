@@ -8,6 +8,7 @@ struct (e.g. Soccer's ``reward``) takes a mapping of its own fields (:func:`over
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ __all__ = [
     "MaskObservation",
     "MemoryProbe",
     "Wrapper",
+    "abstract_step",
     "make",
     "nest_dotted",
     "override_params",
@@ -50,17 +52,29 @@ def _masked_cartpole() -> MaskObservation:
     return MaskObservation(env, keep=(0, 2))
 
 
-def _is_float32(env: Any, params: Any) -> bool:
-    """Whether ``env`` returns float32 observations and rewards (traced abstractly)."""
-    key = jax.random.key(0)
+def abstract_step(env: Any, params: Any) -> tuple[Any, tuple]:
+    """Shapes and dtypes of ``(reset obs, step outputs)``, traced abstractly (no compute).
 
-    def one_step():
+    A multi-agent env (``num_agents > 1``) gets one sampled action per agent slot.
+    """
+
+    def one_step(key):
         obs, state = env.reset(key, params)
         action = env.action_space(params).sample(key)
-        return obs, env.step(key, state, action, params)[2]
+        num_agents = int(getattr(env, "num_agents", 1))
+        if num_agents > 1:
+            action = jnp.broadcast_to(action, (num_agents,) + action.shape)
+        return obs, env.step(key, state, action, params)
 
-    obs, reward = jax.eval_shape(one_step)
-    return obs.dtype == jnp.float32 and reward.dtype == jnp.float32
+    return jax.eval_shape(one_step, jax.random.key(0))
+
+
+@functools.cache
+def _gymnax_needs_float32(name: str) -> bool:
+    """Whether gymnax env ``name`` returns non-float32 observations or rewards (once per name)."""
+    env, params = gymnax.make(name)
+    obs, (_, _, reward, *_) = abstract_step(env, params)
+    return obs.dtype != jnp.float32 or reward.dtype != jnp.float32
 
 
 def registered_envs() -> list[str]:
@@ -88,7 +102,7 @@ def make(name: str, **overrides: Any) -> tuple[Any, Any]:
         params = env.default_params
     elif name in gymnax.registered_envs:
         env, params = gymnax.make(name)
-        if not _is_float32(env, params):
+        if _gymnax_needs_float32(name):
             env = Float32(env)
     else:
         raise ValueError(f"unknown environment {name!r}; known: {', '.join(registered_envs())}")

@@ -207,14 +207,5 @@ def init_params(setup: Setup, key: jax.Array) -> Any:
 
 def outcome_names(env: Any, env_params: Any) -> tuple[str, ...]:
     """Keys of ``info["episode_outcome"]`` (traced abstractly, no compute)."""
-
-    def one_step(key):
-        _, state = env.reset(key, env_params)
-        action = env.action_space(env_params).sample(key)
-        num_agents = int(getattr(env, "num_agents", 1))
-        if num_agents > 1:
-            action = jnp.broadcast_to(action, (num_agents,) + action.shape)
-        return env.step(key, state, action, env_params)[-1]
-
-    info = jax.eval_shape(one_step, jax.random.key(0))
+    _, (*_, info) = envs.abstract_step(env, env_params)
     return tuple(sorted(info.get("episode_outcome", {})))

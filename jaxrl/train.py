@@ -267,11 +267,11 @@ def _loop(
     step_fn = make_train_step(setup).lower(runner).compile()
     compile_s = time.perf_counter() - t0
 
-    def progress(runner) -> tuple[np.ndarray, np.ndarray]:
-        updates, streaks = jax.device_get((runner.update_step, runner.nonfinite_streak))
+    def progress(updates, streaks) -> tuple[np.ndarray, np.ndarray]:
+        """Per-member update counts and non-finite streaks as int arrays ``[R]``."""
         return np.atleast_1d(updates).astype(int), np.atleast_1d(streaks).astype(int)
 
-    updates, streaks = progress(runner)
+    updates, streaks = progress(*jax.device_get((runner.update_step, runner.nonfinite_streak)))
     for logger, done in zip(loggers, updates, strict=True):
         logger.scalars(int(done) * batch, {"perf/compile_s": compile_s})
     update = int(updates.max())
@@ -292,8 +292,10 @@ def _loop(
         t_chunk = time.perf_counter()
         runner, metrics = step_fn(runner)
         # One device-to-host transfer per chunk; the scalars are read from host copies.
-        metrics = jax.device_get(metrics)
-        new_updates, streaks = progress(runner)
+        metrics, new_updates, streaks = jax.device_get(
+            (metrics, runner.update_step, runner.nonfinite_streak)
+        )
+        new_updates, streaks = progress(new_updates, streaks)
         chunk_s = time.perf_counter() - t_chunk
         steps = int((new_updates - updates).sum()) * batch  # agent steps of all members
         train_s += chunk_s
