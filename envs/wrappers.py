@@ -176,7 +176,8 @@ class Float32(Wrapper):
 
     A few gymnax envs return integer observations (``FourRooms-misc``, ``FrozenLake-misc``)
     or rewards (``BernoulliBandit-misc``, ``UmbrellaChain-bsuite``); :func:`envs.make` wraps
-    those so that every registered env meets the same contract.
+    those so that every registered env meets the same contract (float32 rewards, float32
+    observations or, for byte grids that say so in their observation space, uint8).
     """
 
     def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:

@@ -136,10 +136,13 @@ def test_is_discrete(name, discrete):
 
 def _check_contract(env, params, outs, obs0):
     obs_shape = env.observation_space(params).shape
-    assert obs0.shape == (NUM_ENVS, *obs_shape) and obs0.dtype == jnp.float32
+    # float32, or uint8 for byte grids (MettaArena); the trainer casts at the policy input.
+    assert obs0.shape == (NUM_ENVS, *obs_shape) and obs0.dtype in (jnp.float32, jnp.uint8)
+    if obs0.dtype == jnp.uint8:  # a byte grid says so in its space (gymnax's may not)
+        assert env.observation_space(params).dtype == jnp.uint8
     assert np.all(np.isfinite(obs0))
     obs, reward, terminated, truncated, info = outs
-    assert obs.shape == (NUM_STEPS, NUM_ENVS, *obs_shape) and obs.dtype == jnp.float32
+    assert obs.shape == (NUM_STEPS, NUM_ENVS, *obs_shape) and obs.dtype == obs0.dtype
     assert np.all(np.isfinite(obs))
     agents = int(getattr(env, "num_agents", 1))
     per_env = (NUM_STEPS, NUM_ENVS) + ((agents,) if agents > 1 else ())

@@ -109,7 +109,7 @@ def test_registered_contract_and_no_retrace():
     env, params = envs.make("MettaArena")
     assert env.num_agents == 24 and not hasattr(env, "num_teams")
     obs, state = jax.jit(env.reset)(jax.random.key(0), params)
-    assert obs.shape == (24, 11, 11, arena.NUM_FEATURES) and obs.dtype == jnp.float32
+    assert obs.shape == (24, 11, 11, arena.NUM_FEATURES) and obs.dtype == jnp.uint8
     assert env.observation_space(params).shape == obs.shape
     assert env.action_space(params).n == grid_rules.NUM_ACTIONS == 16
     # Every agent and converter stands on its own floor cell of its own room.
@@ -354,6 +354,90 @@ def test_movement_blocked_by_walls_agents_and_converters(step_fn):
     grid = np.asarray(states[-1].world.grid)
     assert grid[P + 5, P + 5] == grid_rules.CONVERTER0 + 5 + 1
     assert grid[P + 6, P + 6] == grid[P + 5, P + 6] == grid_rules.EMPTY
+
+
+# ----------------------------------------------------------------------------- turn order
+
+CROWD = arena.GridSpec(
+    room_rows=1,
+    room_cols=1,
+    room_size=6,
+    agents_per_room=12,
+    walls=1,
+    mines=3,
+    generators=2,
+    altars=2,
+    laseries=1,
+    armories=1,
+)
+
+
+def crowded_world(key):
+    """A 6 x 6 room holding 12 agents and 9 converters, with random inventories, freeze
+    counters, orientations and converter states: conflicts on most steps."""
+    keys = jax.random.split(key, 7)
+    rules = arena.make_rules(arena.EnvParams())
+    world = arena.draw_world(keys[0], CROWD, rules)
+    a, m = CROWD.num_agents, CROWD.num_converters
+    return world.replace(
+        agent_ori=jax.random.randint(keys[1], (a,), 0, 4),
+        agent_inv=jax.random.randint(keys[2], (a, grid_rules.NUM_RESOURCES), 0, 3),
+        frozen=jnp.where(jax.random.bernoulli(keys[3], 0.25, (a,)), 1 + (a % 3), 0),
+        conv_inv=jax.random.randint(keys[4], (m, grid_rules.NUM_RESOURCES), 0, 6),
+        conv_phase=jax.random.randint(keys[5], (m,), 0, 3),
+        conv_end=jax.random.randint(keys[6], (m,), 3, 9),
+    )
+
+
+def test_resolve_equals_one_turn_after_another():
+    """The conflict-only turns of ``resolve`` give MettaGrid's one-agent-after-another result
+    on crowded worlds where attacks, chained moves and shared converters meet every step."""
+    rules = arena.make_rules(arena.EnvParams())
+    t = jnp.int32(3)
+
+    def both(key):
+        k_world, k_action, k_order = jax.random.split(key, 3)
+        world = crowded_world(k_world)
+        # Gets and puts weighted up so that agents often share a converter.
+        weight = np.ones(grid_rules.NUM_ACTIONS)
+        weight[[GET, PUT]] = 6.0
+        action = jax.random.choice(
+            k_action, grid_rules.NUM_ACTIONS, (CROWD.num_agents,), p=weight / weight.sum()
+        )
+        priority = grid_rules.turn_priority(k_order, CROWD.num_agents)
+        fast = grid_rules.resolve(world, action, priority, t, rules)
+        slow = grid_rules.resolve_in_turns(world, action, priority, t, rules)
+        return world, fast, slow
+
+    world, fast, slow = jax.jit(jax.vmap(both))(jax.random.split(jax.random.key(0), 512))
+    for name in grid_rules.World.__dataclass_fields__:
+        np.testing.assert_array_equal(getattr(fast, name), getattr(slow, name), err_msg=name)
+    # The worlds did exercise the rules: moves, hits, trades.
+    assert np.asarray(fast.agent_pos != world.agent_pos).any(-1).mean() > 0.02
+    assert (np.asarray(fast.frozen) >= 9).sum() > 20
+    assert (np.asarray(fast.conv_inv) != np.asarray(world.conv_inv)).any(-1).sum() > 50
+
+
+def test_chained_moves_follow_the_turn_order(step_fn):
+    """Agent 0 steps right into agent 1's cell: it gets there only if agent 1 left first."""
+    state = build([((3, 2), grid_rules.UP, {}), ((3, 3), grid_rules.UP, {})])
+    action = jnp.asarray([RIGHT, RIGHT], jnp.int32)
+    rules = arena.make_rules(arena.EnvParams())
+    for priority, want in (([1, 0], [(3, 3), (3, 4)]), ([0, 1], [(3, 2), (3, 4)])):
+        world = grid_rules.resolve(
+            state.world, action, jnp.asarray(priority, jnp.int32), jnp.int32(1), rules
+        )
+        np.testing.assert_array_equal(world.agent_pos, np.asarray(want) + P)
+
+
+def test_turn_priorities_are_distinct_and_drawn_from_the_key():
+    keys = jax.random.split(jax.random.key(1), 2000)
+    prio = np.asarray(jax.vmap(lambda k: grid_rules.turn_priority(k, 24))(keys))
+    assert all(len(set(row)) == 24 for row in prio)
+    np.testing.assert_array_equal(prio, jax.vmap(lambda k: grid_rules.turn_priority(k, 24))(keys))
+    # Every agent goes first about equally often (uniform order).
+    first = np.bincount(prio.argmin(1), minlength=24) / len(prio)
+    assert np.abs(first - 1 / 24).max() < 0.025
 
 
 # ----------------------------------------------------------------------------- observation

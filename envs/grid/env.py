@@ -24,9 +24,9 @@ the faced converter, 7-15 attack with argument 0-8. Each step: converter events,
 agents in a random order (drawn from the step key), attacks first, then everything else. A
 frozen agent loses the action it chose (its counter counts down by one per lost action).
 
-Observation, float32 [A, 11, 11, F=19] (MettaGrid's uint8 values, as float32 for the repo's
-env contract): the 11 x 11 window centred on the agent (row 0 is 5 rows up; the window does
-not rotate with the agent), one feature vector per cell:
+Observation, uint8 [A, 11, 11, F=19] (MettaGrid's uint8 values; the trainer casts them to
+float32): the 11 x 11 window centred on the agent (row 0 is 5 rows up; the window does not
+rotate with the agent), one feature vector per cell:
 
     idx    feature
     0:7    type one-hot: agent, wall, mine, generator, altar, lasery, armory
@@ -152,6 +152,16 @@ class GridSpec:
         return self.rooms * self.converters_per_room
 
     @property
+    def grid_dtype(self) -> type:
+        """The cell codes' dtype: uint8 while every code fits (the arena's 114 codes), else int32.
+
+        The grid is copied at every step (auto-reset selects between two), so its width
+        matters for speed.
+        """
+        codes = grid_rules.CONVERTER0 + self.num_converters + self.num_agents
+        return np.uint8 if codes <= 256 else np.int32
+
+    @property
     def shape(self) -> tuple[int, int]:
         """The padded grid ``(Hp, Wp)``: the floor plus ``PAD`` wall cells on every side."""
         return self.room_rows * self.room_size + 2 * PAD, self.room_cols * self.room_size + 2 * PAD
@@ -227,8 +237,8 @@ def make_rules(params: EnvParams) -> Rules:
 
 
 def _floor_grid(spec: GridSpec) -> np.ndarray:
-    """int32 [Hp, Wp]: walls with an empty floor."""
-    grid = np.full(spec.shape, grid_rules.WALL, np.int32)
+    """[Hp, Wp] cell codes (``spec.grid_dtype``): walls with an empty floor."""
+    grid = np.full(spec.shape, grid_rules.WALL, spec.grid_dtype)
     grid[PAD:-PAD, PAD:-PAD] = grid_rules.EMPTY
     return grid
 
@@ -293,7 +303,7 @@ def draw_world(key: jax.Array, spec: GridSpec, rules: Rules) -> World:
             grid_rules.CONVERTER0 + np.arange(spec.num_converters),
             grid_rules.CONVERTER0 + spec.num_converters + np.arange(spec.num_agents),
         ]
-    ).astype(np.int32)
+    ).astype(spec.grid_dtype)
     everything = jnp.concatenate([wall_pos, conv_pos, agent_pos])
     grid = jnp.asarray(_floor_grid(spec)).at[everything[:, 0], everything[:, 1]].set(codes)
     num_agents, num_converters = spec.num_agents, spec.num_converters
@@ -350,20 +360,13 @@ def feature_table(world: World) -> jax.Array:
     return jnp.concatenate([jnp.asarray(wall), table])
 
 
-def observe(state: EnvState, params: EnvParams) -> jax.Array:
-    """Every agent's observation, float32 [A, 11, 11, F] (layout in the module docstring)."""
-    world = state.world
-
-    def window(pos):  # [2] -> [11, 11] codes
-        return jax.lax.dynamic_slice(world.grid, (pos[0] - RADIUS, pos[1] - RADIUS), (VIEW, VIEW))
-
-    codes = jax.vmap(window)(world.agent_pos)  # [A, 11, 11]
-    obs = feature_table(world)[codes]  # [A, 11, 11, F]
+def global_features(state: EnvState, params: EnvParams) -> jax.Array:
+    """uint8 [A, 4]: progress, last action kind and argument, last reward (module docstring)."""
     progress = jnp.round(
         255.0 * state.time.astype(jnp.float32) / params.max_steps_in_episode.astype(jnp.float32)
     )
     action = state.last_action
-    glob = jnp.stack(
+    return jnp.stack(
         [
             jnp.broadcast_to(jnp.clip(progress, 0, 255), action.shape),
             jnp.asarray(grid_rules.ACTION_KIND)[action].astype(jnp.float32),
@@ -371,48 +374,34 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
             jnp.clip(jnp.round(100.0 * state.last_reward), 0, 255),
         ],
         axis=-1,
-    ).astype(jnp.uint8)  # [A, 4]
-    return obs.at[:, RADIUS, RADIUS, F_GLOBAL:].set(glob).astype(jnp.float32)
+    ).astype(jnp.uint8)
+
+
+def observe(state: EnvState, params: EnvParams) -> jax.Array:
+    """Every agent's observation, uint8 [A, 11, 11, F] (layout in the module docstring).
+
+    One gather writes the whole tensor: each agent's 11 x 11 window of cell codes indexes a
+    feature table with one row per code, plus one *self* row per agent (its features and
+    its global features) that replaces the code of the window's centre, where the agent
+    stands. Writing the observation is most of a step's memory traffic, so it is written
+    once, as uint8 (the trainer casts to float32 at the policy input).
+    """
+    world = state.world
+    num_agents = world.agent_pos.shape[0]
+    table = feature_table(world)  # [2 + M + A, F]
+    agents = table[table.shape[0] - num_agents :]  # [A, F]
+    me = agents.at[:, F_GLOBAL:].set(global_features(state, params))  # [A, F]
+    table = jnp.concatenate([table, me])  # [2 + M + 2A, F]
+
+    def window(pos):  # [2] -> [11, 11] codes
+        return jax.lax.dynamic_slice(world.grid, (pos[0] - RADIUS, pos[1] - RADIUS), (VIEW, VIEW))
+
+    codes = jax.vmap(window)(world.agent_pos).astype(jnp.int32)  # [A, 11, 11]
+    codes = codes.at[:, RADIUS, RADIUS].set(table.shape[0] - num_agents + jnp.arange(num_agents))
+    return table[codes]  # [A, 11, 11, F]
 
 
 # ----------------------------------------------------------------------------- step
-
-
-def resolve_actions(
-    world: World, action: jax.Array, order: jax.Array, t: jax.Array, rules: Rules
-) -> World:
-    """Every agent's action at step ``t``, agents in ``order``: all attacks, then the rest.
-
-    Args:
-      world: the world after the step's converter events.
-      action: int32 [A] flat actions.
-      order: int32 [A] a permutation of the agents.
-      t: () int32 the step number (1 for the first step of an episode).
-      rules: the rule constants.
-    """
-    kind = jnp.asarray(grid_rules.ACTION_KIND)[action]
-    arg = jnp.asarray(grid_rules.ACTION_ARG)[action]
-
-    def lose_action(world, i, mine):  # a frozen agent's chosen action is lost
-        fz = world.frozen[i]
-        world = world.replace(frozen=world.frozen.at[i].add(-(mine & (fz > 0)).astype(jnp.int32)))
-        return world, mine & (fz == 0)
-
-    def attack_turn(world, i):
-        world, ok = lose_action(world, i, kind[i] == grid_rules.ATTACK)
-        ok = ok & (world.agent_inv[i, grid_rules.LASER] >= 1)
-        return grid_rules.attack(world, i, arg[i], ok, rules), None
-
-    def other_turn(world, i):
-        world, ok = lose_action(world, i, kind[i] != grid_rules.ATTACK)
-        world = grid_rules.move(world, i, arg[i], ok & (kind[i] == grid_rules.MOVE))
-        return grid_rules.get_put(
-            world, i, ok & (kind[i] == grid_rules.GET), ok & (kind[i] == grid_rules.PUT), t, rules
-        ), None
-
-    world, _ = jax.lax.scan(attack_turn, world, order)
-    world, _ = jax.lax.scan(other_turn, world, order)
-    return world
 
 
 class MettaArena(environment.Environment[EnvState, EnvParams]):
@@ -448,12 +437,12 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         return spaces.Discrete(grid_rules.NUM_ACTIONS)
 
     def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
-        """float32 [num_agents, 11, 11, NUM_FEATURES], whole numbers in [0, 255]."""
+        """uint8 [num_agents, 11, 11, NUM_FEATURES]."""
         del params
-        return spaces.Box(0, 255, (self.num_agents, VIEW, VIEW, NUM_FEATURES), jnp.float32)
+        return spaces.Box(0, 255, (self.num_agents, VIEW, VIEW, NUM_FEATURES), jnp.uint8)
 
     def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
-        """A new random layout; returns ``(obs float32 [A, 11, 11, F], state)``."""
+        """A new random layout; returns ``(obs uint8 [A, 11, 11, F], state)``."""
         state = self.fresh_state(key, params)
         return observe(state, params), state
 
@@ -473,10 +462,10 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         rules = make_rules(params)
         action = jnp.clip(jnp.asarray(action, jnp.int32), 0, grid_rules.NUM_ACTIONS - 1)
         t = state.time + 1
-        order = jax.random.permutation(key, self.num_agents)
+        priority = grid_rules.turn_priority(key, self.num_agents)
         before = grid_rules.inventory_value(state.world.agent_inv, rules)
         world = grid_rules.process_events(state.world, t, rules)
-        world = resolve_actions(world, action, order, t, rules)
+        world = grid_rules.resolve(world, action, priority, t, rules)
         reward = grid_rules.inventory_value(world.agent_inv, rules) - before
         state = EnvState(world=world, time=t, last_action=action, last_reward=reward)
         info = {
@@ -533,6 +522,6 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         return jnp.zeros((), bool)
 
     def get_obs(self, state: EnvState, params: EnvParams | None = None, key=None) -> jax.Array:
-        """Observations float32 [A, 11, 11, F] (gymnax legacy hook)."""
+        """Observations uint8 [A, 11, 11, F] (gymnax legacy hook)."""
         del key
         return observe(state, self.default_params if params is None else params)

@@ -11,6 +11,9 @@ are (row, col) in the padded grid (walls fill the padding, see :mod:`envs.grid.e
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,7 +93,7 @@ class Rules(struct.PyTreeNode):
 class World(struct.PyTreeNode):
     """The arrays the rules change (``A`` agents, ``M`` converters, padded grid ``[Hp, Wp]``)."""
 
-    grid: jax.Array  # [Hp, Wp] int32 cell codes
+    grid: jax.Array  # [Hp, Wp] uint8 cell codes (int32 when they do not fit a byte)
     agent_pos: jax.Array  # [A, 2] int32 (row, col)
     agent_ori: jax.Array  # [A] int32 orientation
     agent_inv: jax.Array  # [A, resources] int32
@@ -174,13 +177,11 @@ def process_events(world: World, t: jax.Array, rules: Rules) -> World:
 # ----------------------------------------------------------------------------- actions
 
 
-def attack(world: World, i: jax.Array, arg: jax.Array, active: jax.Array, rules: Rules) -> World:
-    """Agent ``i`` attacks the ``arg``-th agent in its cone, if ``active``.
+def cone_target(world: World, i: jax.Array, arg: jax.Array) -> jax.Array:
+    """The agent that agent ``i``'s attack with argument ``arg`` would hit, int32 () or -1.
 
-    ``active`` already includes "chose attack, not frozen, holds a laser". No agent in the
-    cone: nothing happens and the laser is kept. Otherwise the laser is spent; a target with
-    armor loses one armor and is unharmed; else it is frozen for ``freeze_duration`` actions
-    and, unless it was frozen already, the attacker takes its whole inventory (up to its caps).
+    Argument ``k`` picks the ``k``-th agent of the 9-cell cone in ``ATTACK_CELLS`` order, or
+    the last one found when the cone holds fewer than ``k + 1``; -1 when it holds none.
     """
     num_converters = world.conv_kind.shape[0]
     pos, ori = world.agent_pos[i], world.agent_ori[i]
@@ -188,15 +189,27 @@ def attack(world: World, i: jax.Array, arg: jax.Array, active: jax.Array, rules:
     right = jnp.asarray(DELTA)[jnp.asarray(CLOCKWISE)[ori]]
     cone = jnp.asarray(ATTACK_CELLS)
     cells = pos + cone[:, :1] * forward + cone[:, 1:] * right  # [9, 2]
-    codes = world.grid[cells[:, 0], cells[:, 1]]  # [9]
+    codes = world.grid[cells[:, 0], cells[:, 1]].astype(jnp.int32)  # [9]
     is_agent = codes >= CONVERTER0 + num_converters
     rank = jnp.cumsum(is_agent) - 1
     exact = is_agent & (rank == arg)
     last = 8 - jnp.argmax(is_agent[::-1])
     pick = jnp.where(jnp.any(exact), jnp.argmax(exact), last)
-    target = jnp.clip(codes[pick] - CONVERTER0 - num_converters, 0, world.frozen.shape[0] - 1)
-    hit = active & jnp.any(is_agent)
+    return jnp.where(jnp.any(is_agent), codes[pick] - CONVERTER0 - num_converters, -1).astype(
+        jnp.int32
+    )
 
+
+def attack_effect(
+    world: World, i: jax.Array, target: jax.Array, active: jax.Array, rules: Rules
+) -> tuple[World, jax.Array]:
+    """Agent ``i`` attacks agent ``target`` (-1: an empty cone), if ``active``.
+
+    Reads and writes only inventories and freeze counters (``world.grid`` may be ``None``).
+    Returns the world and whether the hit landed (froze the target; armor did not block it).
+    """
+    hit = active & (target >= 0)
+    target = jnp.maximum(target, 0)
     inv = world.agent_inv
     blocked = hit & (inv[target, ARMOR] >= 1)
     lands = hit & ~blocked
@@ -208,7 +221,18 @@ def attack(world: World, i: jax.Array, arg: jax.Array, active: jax.Array, rules:
     frozen = world.frozen.at[target].set(
         jnp.where(lands, rules.freeze_duration, world.frozen[target])
     )
-    return world.replace(agent_inv=inv, frozen=frozen)
+    return world.replace(agent_inv=inv, frozen=frozen), lands
+
+
+def attack(world: World, i: jax.Array, arg: jax.Array, active: jax.Array, rules: Rules) -> World:
+    """Agent ``i`` attacks the ``arg``-th agent in its cone, if ``active``.
+
+    ``active`` already includes "chose attack, not frozen, holds a laser". No agent in the
+    cone: nothing happens and the laser is kept. Otherwise the laser is spent; a target with
+    armor loses one armor and is unharmed; else it is frozen for ``freeze_duration`` actions
+    and, unless it was frozen already, the attacker takes its whole inventory (up to its caps).
+    """
+    return attack_effect(world, i, cone_target(world, i, arg), active, rules)[0]
 
 
 def move(world: World, i: jax.Array, direction: jax.Array, active: jax.Array) -> World:
@@ -217,7 +241,7 @@ def move(world: World, i: jax.Array, direction: jax.Array, active: jax.Array) ->
     pos = world.agent_pos[i]
     dest = pos + jnp.asarray(DELTA)[direction]
     go = active & (world.grid[dest[0], dest[1]] == EMPTY)
-    code = CONVERTER0 + num_converters + i
+    code = jnp.asarray(CONVERTER0 + num_converters + i).astype(world.grid.dtype)
     grid = world.grid.at[pos[0], pos[1]].set(jnp.where(go, EMPTY, code))
     grid = grid.at[dest[0], dest[1]].set(jnp.where(go, code, grid[dest[0], dest[1]]))
     return world.replace(
@@ -225,6 +249,78 @@ def move(world: World, i: jax.Array, direction: jax.Array, active: jax.Array) ->
         agent_pos=world.agent_pos.at[i].set(jnp.where(go, dest, pos)),
         agent_ori=world.agent_ori.at[i].set(jnp.where(active, direction, world.agent_ori[i])),
     )
+
+
+def faced_converter(world: World, i: jax.Array) -> jax.Array:
+    """The converter agent ``i`` faces, int32 () or -1."""
+    num_converters = world.conv_kind.shape[0]
+    front = world.agent_pos[i] + jnp.asarray(DELTA)[world.agent_ori[i]]
+    code = world.grid[front[0], front[1]].astype(jnp.int32)
+    is_conv = (code >= CONVERTER0) & (code < CONVERTER0 + num_converters)
+    return jnp.where(is_conv, code - CONVERTER0, -1).astype(jnp.int32)
+
+
+def trade(
+    agent: jax.Array,
+    conv: jax.Array,
+    kind: jax.Array,
+    get: jax.Array,
+    put: jax.Array,
+    rules: Rules,
+) -> tuple[jax.Array, jax.Array]:
+    """What a get or a put moves, for agents and converters of any batch shape ``[...]``.
+
+    Args:
+      agent: [..., resources] int32 the agents' inventories.
+      conv: [..., resources] int32 the inventories of the converters they use.
+      kind: [...] int32 those converters' kinds.
+      get: [...] bool, takes all of the converter's outputs, up to the agent's caps.
+      put: [...] bool, gives per input resource up to the recipe's amount of what it holds.
+      rules: the rule constants.
+
+    Returns:
+      ``(take, give)`` [..., resources] int32, to the agent and to the converter.
+    """
+    take = jnp.where(
+        get[..., None] & (rules.recipe_out[kind] > 0),
+        jnp.minimum(conv, rules.inventory_limit - agent),
+        0,
+    )
+    give = jnp.where(
+        put[..., None],
+        jnp.minimum(jnp.minimum(rules.recipe_in[kind], agent), CONVERTER_LIMIT - conv),
+        0,
+    )
+    return take, give
+
+
+def exchange(
+    world: World,
+    i: jax.Array,
+    j: jax.Array,
+    get: jax.Array,
+    put: jax.Array,
+    t: jax.Array,
+    rules: Rules,
+) -> World:
+    """Agent ``i`` gets the outputs of / puts recipe inputs into converter ``j`` (-1: none).
+
+    Reads and writes only inventories, hearts and converter states (``world.grid`` may be
+    ``None``).
+    """
+    is_conv = j >= 0
+    j = jnp.maximum(j, 0)
+    kind = world.conv_kind[j]
+    take, give = trade(
+        world.agent_inv[i], world.conv_inv[j], kind, get & is_conv, put & is_conv, rules
+    )
+    delta = take - give  # [resources], for the agent
+    world = world.replace(
+        agent_inv=world.agent_inv.at[i].add(delta),
+        conv_inv=world.conv_inv.at[j].add(-delta),
+        hearts=world.hearts.at[i].add(jnp.where(kind == ALTAR, take[HEART], 0)),
+    )
+    return start_one(world, j, t, rules, jnp.any(delta != 0))
 
 
 def get_put(
@@ -236,31 +332,191 @@ def get_put(
     gives, per input resource, up to the recipe's amount of what it holds. Either counts
     hearts taken from altars, and restarts the converter when its inventory changed.
     """
-    num_converters = world.conv_kind.shape[0]
-    front = world.agent_pos[i] + jnp.asarray(DELTA)[world.agent_ori[i]]
-    code = world.grid[front[0], front[1]]
-    is_conv = (code >= CONVERTER0) & (code < CONVERTER0 + num_converters)
-    j = jnp.clip(code - CONVERTER0, 0, num_converters - 1)
-    kind = world.conv_kind[j]
-    agent, conv = world.agent_inv[i], world.conv_inv[j]
-    take = jnp.where(
-        get & is_conv & (rules.recipe_out[kind] > 0),
-        jnp.minimum(conv, rules.inventory_limit - agent),
-        0,
+    return exchange(world, i, faced_converter(world, i), get, put, t, rules)
+
+
+def _lose_action(world: World, i: jax.Array, chose: jax.Array) -> tuple[World, jax.Array]:
+    """A frozen agent's chosen action is lost (its counter counts down); returns if it acts."""
+    frozen = world.frozen[i]
+    world = world.replace(frozen=world.frozen.at[i].add(-(chose & (frozen > 0)).astype(jnp.int32)))
+    return world, chose & (frozen == 0)
+
+
+def turn_priority(key: jax.Array, num_agents: int) -> jax.Array:
+    """Distinct random turn priorities, int32 [A]: agents take their turns from the lowest.
+
+    The high bits are random and the low bits the agent's index, so no two agents tie; the
+    order they give is uniform up to ties of the random bits (about one in ``2**25`` pairs
+    for 24 agents), which the index breaks.
+    """
+    shift = max(num_agents - 1, 1).bit_length()
+    if shift > 16:
+        raise ValueError(f"at most 65536 agents take turns, got {num_agents}")
+    bits = jax.random.bits(key, (num_agents,), jnp.uint32)
+    high = (bits >> (1 + shift)).astype(jnp.int32) << shift
+    return high | jnp.arange(num_agents, dtype=jnp.int32)
+
+
+def resolve_in_turns(
+    world: World, action: jax.Array, priority: jax.Array, t: jax.Array, rules: Rules
+) -> World:
+    """Every agent's action, one whole-world turn at a time: the reference for :func:`resolve`.
+
+    Agents take turns by ``priority`` (lowest first): all attacks, then the rest; each turn
+    reads and writes the grid, as MettaGrid's do.
+    """
+    kind = jnp.asarray(ACTION_KIND)[action]
+    arg = jnp.asarray(ACTION_ARG)[action]
+    order = jnp.argsort(priority)
+
+    def attack_turn(world, i):
+        world, ok = _lose_action(world, i, kind[i] == ATTACK)
+        ok = ok & (world.agent_inv[i, LASER] >= 1)
+        return attack(world, i, arg[i], ok, rules), None
+
+    def other_turn(world, i):
+        world, ok = _lose_action(world, i, kind[i] != ATTACK)
+        world = move(world, i, arg[i], ok & (kind[i] == MOVE))
+        return get_put(world, i, ok & (kind[i] == GET), ok & (kind[i] == PUT), t, rules), None
+
+    world, _ = jax.lax.scan(attack_turn, world, order)
+    world, _ = jax.lax.scan(other_turn, world, order)
+    return world
+
+
+_LAST = np.iinfo(np.int32).max
+
+
+def _in_turns(
+    turn: Callable[[Any, jax.Array], Any], carry: Any, waiting: jax.Array, priority: jax.Array
+) -> Any:
+    """``turn(carry, i)`` for every agent ``i`` in ``waiting`` ([A] bool), by priority."""
+
+    def body(loop):
+        carry, waiting = loop
+        i = jnp.argmin(jnp.where(waiting, priority, _LAST))
+        return turn(carry, i), waiting.at[i].set(False)
+
+    return jax.lax.while_loop(lambda loop: jnp.any(loop[1]), body, (carry, waiting))[0]
+
+
+def _pairs(a: jax.Array, b: jax.Array) -> jax.Array:
+    """bool [A, A]: cell ``a[i]`` equals cell ``b[k]`` (both int32 [A, 2])."""
+    return jnp.all(a[:, None, :] == b[None, :, :], axis=-1)
+
+
+def resolve(
+    world: World, action: jax.Array, priority: jax.Array, t: jax.Array, rules: Rules
+) -> World:
+    """Every agent's action at step ``t`` by ``priority``: all attacks, then the rest.
+
+    The result of :func:`resolve_in_turns` (MettaGrid's one agent after another), computed
+    with turns only where the order can matter.
+
+    - What each action reaches on the grid is fixed for its whole phase: no one moves while
+      attacks resolve, an agent that gets or puts does not move, converters never move. So
+      attack targets, move destinations and faced converters are read once, for all agents.
+    - Attacks: only an attacker that is frozen (it loses the action) or holds a laser can
+      change anything; those take turns. Any other attacker's action is lost only if a hit
+      froze it before its turn: its counter then counts down unless the last hit on it came
+      after its turn.
+    - Frozen agents that chose anything else lose it, each on its own counter.
+    - A move conflicts when another mover heads for the same cell, or for its cell, or it
+      heads for a mover's cell; a get or put conflicts when another agent uses the same
+      converter. Conflicting agents take turns; the rest act at once (their moves and
+      converters touch no one else's).
+    - The grid is rewritten from the final positions.
+
+    Args:
+      world: the world after the step's converter events.
+      action: int32 [A] flat actions.
+      priority: int32 [A] distinct turn priorities (:func:`turn_priority`).
+      t: () int32 the step number (1 for the first step of an episode).
+      rules: the rule constants.
+    """
+    num_agents, num_converters = world.agent_pos.shape[0], world.conv_kind.shape[0]
+    agents = jnp.arange(num_agents)
+    kind = jnp.asarray(ACTION_KIND)[action]  # [A]
+    arg = jnp.asarray(ACTION_ARG)[action]  # [A]
+    pieces = world.replace(grid=None)  # the turns never read the grid
+
+    # Attacks.
+    attacker = kind == ATTACK
+    takes_turn = attacker & ((world.frozen > 0) | (world.agent_inv[:, LASER] >= 1))
+
+    def attack_turn(carry, i):
+        pieces, last_hit = carry
+        pieces, ok = _lose_action(pieces, i, jnp.bool_(True))
+        ok = ok & (pieces.agent_inv[i, LASER] >= 1)
+        target = cone_target(world, i, arg[i])  # nobody has moved: the step's grid
+        pieces, lands = attack_effect(pieces, i, target, ok, rules)
+        hit = jnp.maximum(target, 0)
+        return pieces, last_hit.at[hit].set(jnp.where(lands, priority[i], last_hit[hit]))
+
+    pieces, last_hit = _in_turns(
+        attack_turn, (pieces, jnp.full(num_agents, -1, jnp.int32)), takes_turn, priority
     )
-    give = jnp.where(
-        put & is_conv,
-        jnp.minimum(jnp.minimum(rules.recipe_in[kind], agent), CONVERTER_LIMIT - conv),
-        0,
+    loses = attacker & ~takes_turn & (pieces.frozen > 0) & (last_hit < priority)
+    frozen = pieces.frozen - loses.astype(jnp.int32)
+
+    # Everything else.
+    other = ~attacker
+    acts = other & (frozen == 0)
+    pieces = pieces.replace(frozen=frozen - (other & (frozen > 0)).astype(jnp.int32))
+    mover = acts & (kind == MOVE)
+    pos = pieces.agent_pos
+    # The cell a mover heads for, or the one anyone else faces (a converter to use).
+    heading = jnp.where(kind == MOVE, jnp.minimum(arg, 3), pieces.agent_ori)  # [A]
+    dest = pos + jnp.asarray(DELTA)[heading]  # [A, 2]
+    dest_code = world.grid[dest[:, 0], dest[:, 1]].astype(jnp.int32)  # [A]
+    dest_open = (dest_code == EMPTY) | (dest_code >= CONVERTER0 + num_converters)  # no object
+    both = mover[:, None] & mover[None, :]
+    same_dest = both & _pairs(dest, dest) & ~jnp.eye(num_agents, dtype=bool)
+    into_mover = both & _pairs(dest, pos)  # [i, k]: i heads for mover k's cell
+    move_turn = mover & (same_dest.any(1) | into_mover.any(1) | into_mover.any(0))
+    user = acts & ((kind == GET) | (kind == PUT))
+    is_conv = (dest_code >= CONVERTER0) & (dest_code < CONVERTER0 + num_converters)
+    converter = jnp.where(is_conv, dest_code - CONVERTER0, -1)  # [A] faced converter
+    use = user & (converter >= 0)
+    shared = use[:, None] & use[None, :] & (converter[:, None] == converter[None, :])
+    use_turn = use & (jnp.sum(shared, axis=1) > 1)
+
+    go = mover & ~move_turn & (dest_code == EMPTY)
+    j = jnp.maximum(converter, 0)
+    single = use & ~use_turn
+    take, give = trade(
+        pieces.agent_inv,
+        pieces.conv_inv[j],
+        pieces.conv_kind[j],
+        single & (kind == GET),
+        single & (kind == PUT),
+        rules,
     )
-    delta = take - give  # [resources], for the agent
-    hearts = jnp.where(kind == ALTAR, take[HEART], 0)
-    world = world.replace(
-        agent_inv=world.agent_inv.at[i].add(delta),
-        conv_inv=world.conv_inv.at[j].add(-delta),
-        hearts=world.hearts.at[i].add(hearts),
+    delta = take - give  # [A, resources], for the agents
+    touched = jnp.zeros(num_converters, bool).at[j].max(jnp.any(delta != 0, axis=-1))
+    pieces = pieces.replace(
+        agent_pos=jnp.where(go[:, None], dest, pos),
+        agent_ori=jnp.where(mover, jnp.minimum(arg, 3), pieces.agent_ori),
+        agent_inv=pieces.agent_inv + delta,
+        conv_inv=pieces.conv_inv.at[j].add(-delta),
+        hearts=pieces.hearts + jnp.where(pieces.conv_kind[j] == ALTAR, take[:, HEART], 0),
     )
-    return start_one(world, j, t, rules, jnp.any(delta != 0))
+    pieces = start_converters(pieces, t, rules, touched)
+
+    def other_turn(pieces, i):
+        taken = jnp.any(jnp.all(pieces.agent_pos == dest[i], axis=-1))
+        step = (kind[i] == MOVE) & dest_open[i] & ~taken
+        pieces = pieces.replace(
+            agent_pos=pieces.agent_pos.at[i].set(jnp.where(step, dest[i], pieces.agent_pos[i]))
+        )
+        return exchange(pieces, i, converter[i], kind[i] == GET, kind[i] == PUT, t, rules)
+
+    pieces = _in_turns(other_turn, pieces, move_turn | use_turn, priority)
+
+    after = pieces.agent_pos
+    grid = world.grid.at[pos[:, 0], pos[:, 1]].set(EMPTY)
+    codes = (CONVERTER0 + num_converters + agents).astype(world.grid.dtype)
+    return pieces.replace(grid=grid.at[after[:, 0], after[:, 1]].set(codes))
 
 
 # ----------------------------------------------------------------------------- rewards
