@@ -1,21 +1,24 @@
-"""CAGE2 fidelity table: scripted Blue baselines vs each Red agent, next to CybORG's figures.
+"""CAGE2 fidelity table: scripted Blue baselines vs each Red agent, next to real CybORG's scores.
 
     python -m bench.cyber_fidelity [--episodes N] [--json FILE] [--seed S]
 
 Each (Red, Blue) pair plays ``N`` vmapped episodes of 100 steps, once with CybORG 2.1's bugs
 (``fix_bugs=False``) and once with CybORG++'s fixes; the 30- and 50-step scores are the same
 episodes' returns after 30 and 50 steps (nothing in CAGE-2 depends on the episode length, so a
-prefix of a 100-step episode is a 30-step episode). Prints mean +- standard error next to the
-references of ``../shared/CAGE2.md``:
+prefix of a 100-step episode is a 30-step episode). Prints mean +- standard error next to:
 
-- the official leaderboard's Sleep-vs-B_line row (CybORG 2.1 as released) for ``2.1``;
-- CybORG++'s 500-episode table for ``fixed``: its "CybORG" column was run on CybORG++'s debugged
-  CybORG (its Sleep-vs-B_line -1141 is the fixed env's exact, deterministic score, while the
-  released 2.1 scores -1134.03 on the leaderboard);
-- 0 for a Blue that never restores against a sleeping Red, for both.
+- ``cyborg``: the same baselines run in real CybORG by ``bench/cyber_peer.py`` (500 episodes
+  per cell, seed 7): CybORG 2.1 as released (cage-challenge/cage-challenge-2 @ 26ce1c1) for
+  ``2.1``, CybORG++'s ``Debugged_CybORG`` (alan-turing-institute/CAGE_2_Fixed @ f70ca2d) for
+  ``fixed``; and 0 for a Blue that never restores against a sleeping Red. These gate the exit.
+- ``published``: the official leaderboard's Sleep-vs-B_line row (2.1) and CybORG++'s README
+  table (500 episodes, "CAGE 2 Score" column), shown for reference only. CybORG++'s own
+  debugged CybORG with its own ``B_lineAgent``/``RedMeanderAgent`` and the README's baselines
+  does not reproduce that table (peer run: -102.7 vs -159 for B_line/React-Restore, -983.3 vs
+  -1067 for Meander/Sleep), so it cannot gate.
 
-Exits 1 when a cell with a reference falls outside ``max(3 * SE, 3% of the reference)``, with
-SE combining ours and the reference's.
+Exits 1 when a cell with a CybORG score falls outside ``max(3 * SE, 3% of the reference)``,
+with SE combining ours and the reference's.
 """
 
 from __future__ import annotations
@@ -43,22 +46,63 @@ BLUES = ("sleep", "random", "react_restore", "react_decoy")
 
 BUGS = {"2.1": False, "fixed": True}  # label -> EnvParams.fix_bugs
 
-# (bugs, red, blue, length) -> (CybORG mean, its standard error).
+# (bugs, red, blue, length) -> (CybORG mean, its standard error): bench/cyber_peer.py,
+# 500 episodes per cell, seed 7, on the CybORG version of each bug setting (see above).
 REFERENCE: dict[tuple[str, str, str, int], tuple[float, float]] = {
-    ("2.1", "B_line", "sleep", 30): (-218.65, 0.0),
+    ("2.1", "B_line", "sleep", 30): (-216.02, 0.95),
+    ("2.1", "B_line", "sleep", 50): (-478.02, 0.95),
+    ("2.1", "B_line", "sleep", 100): (-1133.02, 0.95),
+    ("2.1", "B_line", "react_restore", 30): (-14.84, 0.1),
+    ("2.1", "B_line", "react_restore", 50): (-27.05, 0.31),
+    ("2.1", "B_line", "react_restore", 100): (-62.6, 1.16),
+    ("2.1", "B_line", "react_decoy", 30): (-13.96, 0.06),
+    ("2.1", "B_line", "react_decoy", 50): (-23.94, 0.08),
+    ("2.1", "B_line", "react_decoy", 100): (-49.72, 0.19),
+    ("2.1", "Meander", "sleep", 30): (-41.82, 0.98),
+    ("2.1", "Meander", "sleep", 50): (-273.37, 3.06),
+    ("2.1", "Meander", "sleep", 100): (-973.43, 3.01),
+    ("2.1", "Meander", "react_restore", 30): (-12.29, 0.03),
+    ("2.1", "Meander", "react_restore", 50): (-23.98, 0.12),
+    ("2.1", "Meander", "react_restore", 100): (-57.51, 0.45),
+    ("2.1", "Meander", "react_decoy", 30): (-12.11, 0.04),
+    ("2.1", "Meander", "react_decoy", 50): (-22.84, 0.07),
+    ("2.1", "Meander", "react_decoy", 100): (-52.05, 0.32),
+    ("fixed", "B_line", "sleep", 30): (-226.8, 0.0),
+    ("fixed", "B_line", "sleep", 50): (-488.8, 0.0),
+    ("fixed", "B_line", "sleep", 100): (-1143.8, 0.0),
+    ("fixed", "B_line", "react_restore", 30): (-18.95, 0.26),
+    ("fixed", "B_line", "react_restore", 50): (-38.05, 0.62),
+    ("fixed", "B_line", "react_restore", 100): (-102.7, 1.94),
+    ("fixed", "B_line", "react_decoy", 30): (-14.55, 0.06),
+    ("fixed", "B_line", "react_decoy", 50): (-25.43, 0.13),
+    ("fixed", "B_line", "react_decoy", 100): (-54.54, 0.5),
+    ("fixed", "Meander", "sleep", 30): (-44.0, 0.96),
+    ("fixed", "Meander", "sleep", 50): (-279.96, 2.87),
+    ("fixed", "Meander", "sleep", 100): (-983.3, 2.8),
+    ("fixed", "Meander", "react_restore", 30): (-13.24, 0.06),
+    ("fixed", "Meander", "react_restore", 50): (-26.81, 0.23),
+    ("fixed", "Meander", "react_restore", 100): (-68.64, 0.71),
+    ("fixed", "Meander", "react_decoy", 30): (-12.61, 0.04),
+    ("fixed", "Meander", "react_decoy", 50): (-23.97, 0.1),
+    ("fixed", "Meander", "react_decoy", 100): (-54.89, 0.35),
+}
+for _bugs in BUGS:  # a Blue that never restores scores 0 against a sleeping Red
+    for _blue in ("sleep", "react_restore", "react_decoy"):
+        for _length in LENGTHS:
+            REFERENCE[(_bugs, "Sleep", _blue, _length)] = (0.0, 0.0)
+
+# Published figures, shown next to ours but not gating (see the module docstring).
+PUBLISHED: dict[tuple[str, str, str, int], tuple[float, float]] = {
+    ("2.1", "B_line", "sleep", 30): (-218.65, 0.0),  # leaderboard, Sleep Blue
     ("2.1", "B_line", "sleep", 50): (-480.17, 0.0),
     ("2.1", "B_line", "sleep", 100): (-1134.03, 0.0),
-    ("fixed", "B_line", "sleep", 100): (-1141.0, 1.0),
+    ("fixed", "B_line", "sleep", 100): (-1141.0, 1.0),  # CybORG++ README table
     ("fixed", "B_line", "react_restore", 100): (-159.0, 2.0),
     ("fixed", "B_line", "react_decoy", 100): (-69.0, 2.0),
     ("fixed", "Meander", "sleep", 100): (-1067.0, 2.0),
     ("fixed", "Meander", "react_restore", 100): (-69.0, 2.0),
     ("fixed", "Meander", "react_decoy", 100): (-61.0, 1.0),
 }
-for _bugs in BUGS:  # a Blue that never restores scores 0 against a sleeping Red
-    for _blue in ("sleep", "react_restore", "react_decoy"):
-        for _length in LENGTHS:
-            REFERENCE[(_bugs, "Sleep", _blue, _length)] = (0.0, 0.0)
 
 
 @functools.cache
@@ -116,6 +160,9 @@ def run(num_episodes: int, seed: int) -> list[dict]:
                     ref = REFERENCE.get((bugs, red_name, blue_name, length))
                     if ref is not None:
                         row.update(cyborg=ref[0], cyborg_se=ref[1], ok=within(mean, se, *ref))
+                    published = PUBLISHED.get((bugs, red_name, blue_name, length))
+                    if published is not None:
+                        row.update(published=published[0], published_se=published[1])
                     rows.append(row)
     return rows
 
@@ -123,15 +170,16 @@ def run(num_episodes: int, seed: int) -> list[dict]:
 def format_table(rows: list[dict]) -> str:
     """Markdown table of the cells."""
     lines = [
-        "| bugs | Red | Blue | steps | jaxrl CAGE2 | CybORG | within |",
-        "|---|---|---|---|---|---|---|",
+        "| bugs | Red | Blue | steps | jaxrl CAGE2 | CybORG (peer run) | within | published |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        ref = f"{r['cyborg']:.2f} +- {r['cyborg_se']:.0f}" if "cyborg" in r else ""
+        ref = f"{r['cyborg']:.1f} +- {r['cyborg_se']:.1f}" if "cyborg" in r else ""
         ok = ("yes" if r["ok"] else "**NO**") if "ok" in r else ""
+        pub = f"{r['published']:g} +- {r['published_se']:g}" if "published" in r else ""
         lines.append(
             f"| {r['bugs']} | {r['red']} | {r['blue']} | {r['steps']} "
-            f"| {r['mean']:.1f} +- {r['se']:.1f} | {ref} | {ok} |"
+            f"| {r['mean']:.1f} +- {r['se']:.1f} | {ref} | {ok} | {pub} |"
         )
     return "\n".join(lines)
 

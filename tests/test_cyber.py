@@ -61,7 +61,7 @@ def _state(**changes) -> cage.EnvState:
     """The initial state (B_line on User1) with fields replaced."""
     state = cage.initial_state(jax.random.key(0), QUIET)
     state = state.replace(bline_user=jnp.int32(tb.USER1), red_agent=jnp.int32(red.BLINE_AGENT))
-    return state.replace(**{k: jnp.asarray(v) for k, v in changes.items()})
+    return state.replace(**{k: jax.tree.map(jnp.asarray, v) for k, v in changes.items()})
 
 
 def _hosts(*hosts, value=True, dtype=bool) -> np.ndarray:
@@ -307,31 +307,134 @@ def test_bline_falls_back_on_failure(stage, jump):
     assert not bool(success) and int(after.bline_stage) == jump
 
 
+def _belief(**changes) -> red.MeanderBelief:
+    """Meander's initial beliefs with fields replaced (numpy bool arrays)."""
+    belief = red.initial_belief()
+    return belief.replace(**{k: jnp.asarray(v) for k, v in changes.items()})
+
+
+def _subnets(*subnets) -> np.ndarray:
+    out = np.zeros(len(tb.SUBNETS), bool)
+    out[list(subnets)] = True
+    return out
+
+
 def test_meander_priorities():
     u = jnp.linspace(0.1, 0.9, tb.NUM_HOSTS)
-    known = _hosts(tb.USER0)
-    access = _hosts(tb.USER0, value=2, dtype=np.int32)
-    # Holding User0 with the rest of the User subnet unknown: sweep the User subnet.
-    kind, target = red.meander_action(u, u, access, known, np.zeros(13, bool))
+    users = _hosts(tb.USER0, tb.USER1, tb.USER2, tb.USER3, tb.USER4)
+    # At the start Red knows the User subnet only: sweep it.
+    kind, target = red.meander_action(u, u, _belief(), _hosts(tb.USER0), _hosts())
     assert (int(kind), int(target)) == (red.RED_SUBNET_SCAN, tb.USER)
-    # All user hosts known, two unscanned: scan one of them.
-    known = _hosts(8, 9, 10, 11, 12)
-    scanned = _hosts(8, 9, 10)
-    kind, target = red.meander_action(u, u, access, known, scanned)
+    # Swept, two user IPs unscanned: port-scan one of them.
+    swept = _belief(swept=_subnets(tb.USER))
+    kind, target = red.meander_action(u, u, swept, users, _hosts(8, 9, 10))
     assert int(kind) == red.RED_SCAN and int(target) in (tb.USER3, tb.USER4)
-    # Everything scanned, shells on User4 and User2: escalate the lowest index first.
-    access = access + _hosts(tb.USER2, tb.USER4, dtype=np.int32)
-    kind, target = red.meander_action(u, u, access, known, known)
-    assert (int(kind), int(target)) == (red.RED_PRIVESC, tb.USER2)
-    # Nothing to escalate: exploit a scanned host without root (never the Defender).
-    access = _hosts(tb.USER0, tb.USER1, tb.USER2, tb.USER3, value=2, dtype=np.int32)
-    known = known | _hosts(tb.DEFENDER)
-    kind, target = red.meander_action(u, u, access, known, known)
-    assert (int(kind), int(target)) == (red.RED_EXPLOIT, tb.USER4)
-    # Root on Op_Server0 trumps everything.
-    access[tb.OP_SERVER0] = 2
-    kind, target = red.meander_action(u, u, access, known, np.zeros(13, bool))
+    # All scanned: escalate a known hostname first; User0's is known from the start
+    # (RedMeanderAgent escalates the host it already holds).
+    kind, target = red.meander_action(u, u, swept, users, users)
+    assert (int(kind), int(target)) == (red.RED_PRIVESC, tb.USER0)
+    # User0 escalated: exploit an IP it has not exploited, its own User0 included.
+    done = _belief(swept=_subnets(tb.USER), escalated=_hosts(tb.USER0),
+                   exploited=_hosts(tb.USER1, tb.USER2, tb.USER3, tb.USER4))  # fmt: skip
+    kind, target = red.meander_action(u, u, done, users, users)
+    assert (int(kind), int(target)) == (red.RED_EXPLOIT, tb.USER0)
+    # A host tied to an IP it no longer believes exploited is not escalated: exploit instead.
+    rolled_back = done.replace(
+        exploited=jnp.asarray(_hosts(tb.USER0, tb.USER2, tb.USER3, tb.USER4)),
+        mapped=jnp.asarray(_hosts(tb.USER1)),
+        hostnames=jnp.asarray(_hosts(tb.USER0, tb.USER1)),
+    )
+    kind, target = red.meander_action(u, u, rolled_back, users, users)
+    assert (int(kind), int(target)) == (red.RED_EXPLOIT, tb.USER1)
+    # The Defender is a target like any other host.
+    defender = done.replace(exploited=jnp.asarray(users))
+    known = users | _hosts(tb.DEFENDER)
+    kind, target = red.meander_action(u, u, defender, known, known)
+    assert (int(kind), int(target)) == (red.RED_EXPLOIT, tb.DEFENDER)
+    # A known subnet it has not swept comes before scans; believing Op_Server0 escalated,
+    # Impact comes first of all.
+    enterprise = done.replace(subnets=jnp.asarray(_subnets(tb.USER, tb.ENTERPRISE)))
+    kind, target = red.meander_action(u, u, enterprise, users, _hosts())
+    assert (int(kind), int(target)) == (red.RED_SUBNET_SCAN, tb.ENTERPRISE)
+    impact = enterprise.replace(escalated=jnp.asarray(_hosts(tb.USER0, tb.OP_SERVER0)))
+    kind, target = red.meander_action(u, u, impact, users, _hosts())
     assert (int(kind), int(target)) == (red.RED_IMPACT, tb.OP_SERVER0)
+
+
+def _update(belief, kind, target, success):
+    return red.update_belief(belief, jnp.int32(kind), jnp.int32(target), jnp.bool_(success))
+
+
+def test_meander_belief_updates_and_roll_backs():
+    belief = _belief()
+    # A successful exploit is recorded, ties the host to its IP and names it.
+    belief = _update(belief, red.RED_EXPLOIT, tb.ENTERPRISE1, True)
+    assert belief.exploited[tb.ENTERPRISE1] and belief.mapped[tb.ENTERPRISE1]
+    assert belief.hostnames[tb.ENTERPRISE1]
+    # A successful escalation is recorded and shows the host's own subnet.
+    belief = _update(belief, red.RED_PRIVESC, tb.ENTERPRISE1, True)
+    assert belief.escalated[tb.ENTERPRISE1] and belief.subnets[tb.ENTERPRISE]
+    belief = _update(belief, red.RED_EXPLOIT, tb.OP_SERVER0, True)
+    belief = _update(belief, red.RED_PRIVESC, tb.OP_SERVER0, True)
+    # A failed exploit forgets its IP and every escalated Op host (not the Enterprise ones).
+    failed = _update(belief, red.RED_EXPLOIT, tb.DEFENDER, False)
+    assert not failed.exploited[tb.DEFENDER]
+    assert not failed.escalated[tb.OP_SERVER0] and not failed.exploited[tb.OP_SERVER0]
+    assert failed.escalated[tb.ENTERPRISE1] and failed.exploited[tb.ENTERPRISE1]
+    # With no Op host escalated, the next failed exploit forgets the Enterprise hosts.
+    failed = _update(failed, red.RED_EXPLOIT, tb.DEFENDER, False)
+    assert not failed.escalated[tb.ENTERPRISE1] and not failed.exploited[tb.ENTERPRISE1]
+    assert failed.mapped[tb.ENTERPRISE1]  # host_ip_map keeps its entries
+    # A failed escalation or impact forgets that host and its IP.
+    for kind in (red.RED_PRIVESC, red.RED_IMPACT):
+        after = _update(belief, kind, tb.OP_SERVER0, False)
+        assert not after.escalated[tb.OP_SERVER0] and not after.exploited[tb.OP_SERVER0]
+        assert after.escalated[tb.ENTERPRISE1]
+    # Sweeps are recorded whatever the outcome.
+    assert _update(belief, red.RED_SUBNET_SCAN, tb.OPERATIONAL, True).swept[tb.OPERATIONAL]
+
+
+def test_meander_notices_a_restore_only_when_escalation_fails():
+    # Meander believes User1 exploited and escalated; Blue has restored it. It goes on with
+    # its list (exploit User2), and comes back to User1 only after an escalation there fails.
+    users = _hosts(tb.USER0, tb.USER1, tb.USER2, tb.USER3, tb.USER4)
+    belief = _belief(swept=_subnets(tb.USER), exploited=_hosts(tb.USER0, tb.USER1, tb.USER3,
+                                                                  tb.USER4),
+                     escalated=_hosts(tb.USER0, tb.USER1), mapped=_hosts(tb.USER1),
+                     hostnames=_hosts(tb.USER0, tb.USER1))  # fmt: skip
+    ports = np.zeros((13, 8), bool)
+    ports[tb.USER2, tb.ETERNAL_BLUE] = True
+    ports[tb.USER1, tb.FTP] = True
+    state = _state(red_agent=red.MEANDER_AGENT, meander=belief, known=users, scanned=users,
+                   red_ports=ports)  # fmt: skip
+    after, _, success = _transition(jax.random.key(3), state, jnp.int32(0), QUIET)
+    assert bool(success) and int(after.access[tb.USER2]) == 1  # exploited User2
+    assert bool(after.meander.exploited[tb.USER1]) and bool(after.meander.escalated[tb.USER1])
+    # Once it escalated User2, User1 comes up again only if Meander forgets it escalated it;
+    # then the escalation fails (no shell) and rolls User1 back...
+    belief = after.meander.replace(escalated=jnp.asarray(_hosts(tb.USER0, tb.USER2)))
+    after, _, success = _transition(jax.random.key(4), after.replace(meander=belief),
+                                    jnp.int32(0), QUIET)  # fmt: skip
+    assert not bool(success) and not bool(after.meander.exploited[tb.USER1])
+    # ... and the next step exploits it again.
+    after, _, success = _transition(jax.random.key(5), after, jnp.int32(0), QUIET)
+    assert bool(success) and int(after.access[tb.USER1]) == 1
+
+
+def test_rescan_replaces_what_red_knew_of_the_ports():
+    # Red scans Enterprise1 with a Femitter decoy there (FTP on offer), Blue restores it, Red
+    # rescans: FTP is gone from Red's ports (DiscoverNetworkServices clears them first).
+    params = QUIET.replace(fix_bugs=True)
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.ENTERPRISE1, tb.FEMITTER] = True
+    state = _state(bline_stage=4, decoys=decoys, bline_user=tb.USER1)  # scan Enterprise1
+    after, _, _ = _transition(jax.random.key(5), state, jnp.int32(0), params)
+    assert bool(after.red_ports[tb.ENTERPRISE1, tb.FTP])
+    restore = jnp.int32(tb.RESTORE + tb.ENTERPRISE1)
+    after, _, _ = _transition(jax.random.key(6), after.replace(bline_stage=jnp.int32(4)), restore,
+                              params)  # fmt: skip
+    assert not bool(after.red_ports[tb.ENTERPRISE1, tb.FTP])
+    assert bool(after.red_ports[tb.ENTERPRISE1, tb.HTTPS_RFI])
 
 
 def test_exploit_choice_prefers_top_weight():
@@ -424,6 +527,18 @@ def test_reward_of_hand_built_state():
     np.testing.assert_allclose(terms["restore"], 0.0)
     restore = cage.decode_blue(jnp.int32(tb.RESTORE + tb.USER4))
     np.testing.assert_allclose(cage.reward_terms(state, restore)["restore"], -1.0)
+
+
+def test_fixed_reward_counts_every_shell():
+    # CybORG++ counts sessions of every username Red's exploits run as: a plain shell on
+    # Enterprise0 (SSH as pi) or User3 (HTTP RFI as www-data) costs as much as root there.
+    access = np.zeros(13, np.int32)
+    access[[tb.USER0, tb.ENTERPRISE1]] = 2
+    access[[tb.USER3, tb.ENTERPRISE0, tb.OP_SERVER0]] = 1
+    state = _state(access=access)
+    none = cage.decode_blue(jnp.int32(0))
+    np.testing.assert_allclose(cage.reward_terms(state, none, False)["access"], -1.0, rtol=1e-6)
+    np.testing.assert_allclose(cage.reward_terms(state, none, True)["access"], -3.1, rtol=1e-6)
 
 
 def test_step_reward_is_rounded_sum_of_terms():

@@ -19,9 +19,10 @@ for the types Apache, Femitter, HarakaSMPT, Smss, SSHD, Svchost, Tomcat, Vsftpd,
   the Impact. Red keeps User0.
 
 Red: B_line, Meander or Sleep (:mod:`envs.cyber.red`), chosen by ``EnvParams.red_agent``.
-An exploit picks among the services Red saw when it last port-scanned the host (so a decoy
-placed after the scan is not chosen): the highest-weight one 75% of the time, otherwise a
-random other one. Some exploits land as root/SYSTEM and count as privileged at once; a
+An exploit picks among the services Red saw when it last port-scanned the host (a rescan
+replaces what it knew, so a decoy placed after the scan is not chosen, and one removed by a
+Restore is forgotten only at the next scan): the highest-weight one 75% of the time, otherwise
+a random other one. Some exploits land as root/SYSTEM and count as privileged at once; a
 privilege escalation needs a live shell there and reveals the host's next hop.
 
 Observation (``obs_mode="table"``), float32 [52]: per host (alphabetical) 2 activity bits
@@ -33,7 +34,8 @@ history (0 never, 0.5 before, 1 this step), per host the number of decoys in pla
 the step / 100.
 
 Reward (Blue), float32, rounded to 0.1: minus the sum over hosts where Red holds root/SYSTEM
-(1.0 for Enterprise0-2 and Op_Server0, 0.1 for User1-4, Op_Host0-2 and Defender, 0 for User0),
+(with ``fix_bugs``: any shell) (1.0 for Enterprise0-2 and Op_Server0, 0.1 for User1-4,
+Op_Host0-2 and Defender, 0 for User0),
 minus 10 while Op_Server0 is impacted, minus 1 per Restore (User0's too, which does nothing
 else). ``info["reward_terms"]`` holds the three terms (``access``, ``impact``, ``restore``).
 No termination; the episode is cut at its length (truncated).
@@ -43,7 +45,8 @@ official leaderboard's env): the Vsftpd decoy opens port 80 (an Apache look-alik
 SQL service hides behind the 3389 typo and BlueKeep fails there, EternalBlue fails on
 Enterprise1/2, a Femitter decoy keeps stopping FTP exploits after a Restore (mini_CAGE's
 "femitter stuck"), and the Blue table reads an exploit as a scan when GreenAgent scans the same
-host. ``True`` is CybORG++'s debugged CybORG, the env behind its reference table.
+host. ``True`` is CybORG++'s debugged CybORG (``Debugged_CybORG``), which also fixes the reward
+to count the sessions of every username Red's exploits run as, so every Red shell counts.
 
 GreenAgent (``green_agent``): off by default, as in Scenario2 and the official evaluation.
 On, it port-scans one of User0-4 and Enterprise0-2 half the time (Scan activity, and the
@@ -59,10 +62,10 @@ Simplifications (``bench.cyber_fidelity`` checks the scores that follow from the
 - No routing or firewall checks: Red can scan and exploit any host it has discovered (it only
   discovers Enterprise hosts through a user host and Op_Server0 through Enterprise2, the
   routes CybORG enforces). Scans and sweeps always succeed.
-- Meander reads its own access from the true state and picks its next action by mini_CAGE's
-  priorities (Impact, sweep a subnet it holds root in, scan, escalate the lowest-index shell,
-  exploit a random scanned host; never the Defender), instead of CybORG's belief lists that
-  roll back after a failure.
+- Red's action space (the IPs, hostnames and subnets it knows) is kept only as far as Meander
+  reads it (:class:`envs.cyber.red.MeanderBelief`); B_line's cached actions need none of it.
+- Impact needs root on Op_Server0 (CybORG: any Red session there once an escalation found the
+  OT service; the scripted Reds only impact after escalating there).
 - Detection of a failed exploit: a decoy hit shows as Scan; any other failure shows nothing.
   Impact and privilege escalation show nothing.
 - Decoy compatibility is the host's initial one; a decoy also refuses a port another decoy
@@ -136,6 +139,7 @@ class EnvState(struct.PyTreeNode):
     red_ports: jax.Array  # [13, 8] bool, exploits Red saw offered in its port scans
     bline_stage: jax.Array  # () int32, B_line's next stage
     bline_user: jax.Array  # () int32, B_line's user-subnet target (User1-4)
+    meander: red.MeanderBelief  # Meander's lists and Red's known hostnames and subnets
     activity: jax.Array  # [13] int32, Blue table activity this step (ACT_*)
     compromised: jax.Array  # [13] int32, Blue table compromised column (COMP_*)
     scan_history: jax.Array  # [13] int32, 0 never scanned, 1 before, 2 this step
@@ -171,7 +175,7 @@ class StepDraws(struct.PyTreeNode):
     """
 
     meander_scan: jax.Array  # [13] Meander's random port-scan target
-    meander_exploit: jax.Array  # [13] Meander's random exploit target
+    meander_exploit: jax.Array  # [13] Meander's random escalation or exploit target
     exploit_top: jax.Array  # () whether the exploit is the top-weight one (p = 0.75)
     exploit_other: jax.Array  # [8] which other exploit otherwise
     detection: jax.Array  # () whether a successful exploit is seen (p = 0.95)
@@ -279,7 +283,7 @@ def red_policy_action(draws: StepDraws, state: EnvState) -> tuple[jax.Array, jax
     """The episode's Red agent's action ``(kind, target)`` for the state at the step's start."""
     bline_kind, bline_target = red.bline_action(state.bline_stage, state.bline_user)
     meander_kind, meander_target = red.meander_action(
-        draws.meander_scan, draws.meander_exploit, state.access, state.known, state.scanned
+        draws.meander_scan, draws.meander_exploit, state.meander, state.known, state.scanned
     )
     is_bline = state.red_agent == red.BLINE_AGENT
     is_meander = state.red_agent == red.MEANDER_AGENT
@@ -312,11 +316,12 @@ def apply_red(
     is_sweep = kind == red.RED_SUBNET_SCAN
     known = state.known | (is_sweep & (jnp.asarray(tb.HOST_SUBNET) == target))
 
-    # Port scan: Red learns the services on offer now, decoys included; Blue sees a scan.
+    # Port scan: Red's ports for the host become the services on offer now, decoys included
+    # (DiscoverNetworkServices clears what it knew first); Blue sees a scan.
     offers = services | decoy_offers(state.decoys, decoy_exploit)  # [13, 8]
     is_scan = kind == red.RED_SCAN
     scan_at = is_scan & at
-    red_ports = state.red_ports | (scan_at[:, None] & offers)
+    red_ports = jnp.where(scan_at[:, None], offers, state.red_ports)
     scanned = state.scanned | scan_at
 
     # Exploit: pick among the services seen in earlier scans; decoys and bugs make it fail.
@@ -393,14 +398,24 @@ def update_table(
     return comp.astype(jnp.int32)
 
 
-def privileged(state: EnvState) -> jax.Array:
-    """Hosts where Red holds root/SYSTEM: escalated, or a shell that landed as root, bool [13]."""
-    return (state.access == 2) | ((state.access == 1) & state.root_shell)
+def privileged(state: EnvState, fix_bugs: jax.Array) -> jax.Array:
+    """Hosts whose Red shell the reward counts, bool [13].
+
+    CybORG 2.1 counts root/SYSTEM shells only: escalated, or a shell that landed as root.
+    CybORG++ fixed its reward to count every username Red's exploits run as
+    (``RedRewardCalculator.py``: NetworkService, vagrant, root, SYSTEM, pi, www-data), so there
+    every Red shell counts.
+    """
+    root = (state.access == 2) | ((state.access == 1) & state.root_shell)
+    return jnp.where(fix_bugs, state.access >= 1, root)
 
 
-def reward_terms(state: EnvState, blue: BlueAction) -> dict[str, jax.Array]:
+def reward_terms(
+    state: EnvState, blue: BlueAction, fix_bugs: jax.Array = False
+) -> dict[str, jax.Array]:
     """Blue's reward terms (float32 scalars) for the state after the step."""
-    access = -jnp.sum(jnp.where(privileged(state), jnp.asarray(tb.HOST_VALUE), 0.0))
+    counted = privileged(state, jnp.asarray(fix_bugs))
+    access = -jnp.sum(jnp.where(counted, jnp.asarray(tb.HOST_VALUE), 0.0))
     impact = -tb.IMPACT_PENALTY * state.impacted.astype(jnp.float32)
     restore = -tb.RESTORE_COST * jnp.any(blue.restore).astype(jnp.float32)
     return {"access": access, "impact": impact, "restore": restore}
@@ -454,6 +469,7 @@ def initial_state_from(u: jax.Array, params: EnvParams) -> EnvState:
         red_ports=jnp.zeros((tb.NUM_HOSTS, tb.NUM_EXPLOITS), bool),
         bline_stage=jnp.int32(0),
         bline_user=jnp.asarray(red.BLINE_USERS)[_index(u_user, len(red.BLINE_USERS))],
+        meander=red.initial_belief(),
         activity=zeros,
         compromised=zeros,
         scan_history=zeros,
@@ -529,8 +545,9 @@ def transition_with(
         compromised=compromised,
         scan_history=scan_history,
         bline_stage=bline_stage.astype(jnp.int32),
+        meander=red.update_belief(state.meander, kind, target, outcome.success),
     )
-    return new_state, reward_terms(new_state, blue), outcome.success
+    return new_state, reward_terms(new_state, blue, fix_bugs), outcome.success
 
 
 class Cage2(environment.Environment[EnvState, EnvParams]):

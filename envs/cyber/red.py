@@ -8,11 +8,17 @@ A Red action is a pair ``(kind, target)`` of int32 scalars: ``kind`` is one of `
   impacts it forever; after a failed action stage ``i`` falls back to ``BLINE_JUMPS[i]``.
   Its user-subnet target is drawn once per episode among User1-4 (CybORG caches the action of
   each stage, so the first draw holds for the whole episode).
-- **Meander** picks, by priority: Impact once it holds root on Op_Server0; sweep a subnet
-  where it holds root and still has unknown hosts (Enterprise, then Operational, then User);
-  port-scan a random known unscanned host; escalate its lowest-index user-level host; exploit
-  a random scanned host without root (never the Defender). It reads its access from the true
-  state (mini_CAGE's model of Meander's belief roll-back after a failure).
+- **Meander** (``Agents/SimpleAgents/Meander.py``, ``RedMeanderAgent``) acts on its own
+  beliefs (:class:`MeanderBelief`), not on the true state. By priority: Impact while it
+  believes it holds Op_Server0 escalated; sweep the first known subnet it has not swept;
+  port-scan a random known IP it has not scanned; escalate a random known hostname it has not
+  escalated, unless it mapped that host to an IP it no longer believes exploited; exploit a
+  random known IP it has not exploited (User0 and the Defender included); else sleep (CybORG
+  raises). Each choice is recorded as done when it is made. After a failure it rolls back
+  (``_process_success``): a failed escalation or impact forgets that host (escalated and
+  exploited); a failed exploit forgets that IP and, if it believes it holds Op hosts escalated,
+  forgets all of those, else all its escalated Enterprise hosts (``_process_failed_ip``).
+  So Meander notices a Restore only when an escalation or impact there fails.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from envs.cyber import tables as tb
 
@@ -73,42 +80,113 @@ def random_pick(uniform: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.argmax(jnp.where(mask, uniform + 1.0, 0.0))
 
 
+class MeanderBelief(struct.PyTreeNode):
+    """RedMeanderAgent's lists, and the parts of Red's action space it reads.
+
+    Red's known IPs and Meander's port-scanned IPs are ``EnvState.known`` and
+    ``EnvState.scanned`` (one IP per host).
+    """
+
+    swept: jax.Array  # [3] bool, subnets it has swept (scanned_subnets)
+    exploited: jax.Array  # [13] bool, IPs it believes exploited (exploited_ips)
+    escalated: jax.Array  # [13] bool, hosts it believes escalated (escalated_hosts)
+    mapped: jax.Array  # [13] bool, hosts a successful exploit tied to their IP (host_ip_map)
+    hostnames: jax.Array  # [13] bool, hostnames Red knows (a successful exploit shows one)
+    subnets: jax.Array  # [3] bool, subnets Red knows (an escalated host shows its own)
+
+
+def initial_belief() -> MeanderBelief:
+    """Red knows User0 (hostname, IP, subnet) and nothing else; Meander's lists are empty."""
+    no_hosts = jnp.zeros(tb.NUM_HOSTS, bool)
+    return MeanderBelief(
+        swept=jnp.zeros(len(tb.SUBNETS), bool),
+        exploited=no_hosts,
+        escalated=no_hosts,
+        mapped=no_hosts,
+        hostnames=jnp.arange(tb.NUM_HOSTS) == tb.USER0,
+        subnets=jnp.arange(len(tb.SUBNETS)) == tb.USER,
+    )
+
+
 def meander_action(
     uniform_scan: jax.Array,
-    uniform_exploit: jax.Array,
-    access: jax.Array,
+    uniform_pick: jax.Array,
+    belief: MeanderBelief,
     known: jax.Array,
     scanned: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
-    """Meander's action from Red's access (int32 [13]: 0 none, 1 user, 2 root) and knowledge.
+    """RedMeanderAgent's action from its beliefs.
 
     Args:
-      uniform_scan: float [13] uniforms for the random scan target.
-      uniform_exploit: float [13] uniforms for the random exploit target.
-      access: Red's true access per host, int32 [13].
-      known: hosts Red has discovered, bool [13].
-      scanned: hosts Red has port-scanned, bool [13].
+      uniform_scan: float [13] uniforms for the random port-scan target.
+      uniform_pick: float [13] uniforms for the random escalation or exploit target (a step
+        chooses at most one of the two, so they share the draw).
+      belief: Meander's lists and Red's known hostnames and subnets.
+      known: IPs Red knows, bool [13].
+      scanned: IPs Meander has port-scanned, bool [13].
 
     Returns:
       ``(kind, target)`` int32 scalars.
     """
-    root = access == 2
-    subnet_of = jnp.asarray(tb.HOST_SUBNET)
-    in_subnet = subnet_of[None, :] == jnp.arange(len(tb.SUBNETS))[:, None]  # [3, 13]
-    sweepable = jnp.any(in_subnet & ~known, axis=1) & jnp.any(in_subnet & root, axis=1)  # [3]
+    to_sweep = belief.subnets & ~belief.swept  # [3], in the action space's order (SUBNETS)
     to_scan = known & ~scanned
-    to_escalate = access == 1
-    to_exploit = scanned & ~root & (jnp.arange(tb.NUM_HOSTS) != tb.DEFENDER)
+    to_escalate = belief.hostnames & ~belief.escalated & ~(belief.mapped & ~belief.exploited)
+    to_exploit = known & ~belief.exploited
 
     candidates = [
-        (root[tb.OP_SERVER0], RED_IMPACT, jnp.int32(tb.OP_SERVER0)),
-        (jnp.any(sweepable), RED_SUBNET_SCAN, jnp.argmax(sweepable)),
+        (belief.escalated[tb.OP_SERVER0], RED_IMPACT, jnp.int32(tb.OP_SERVER0)),
+        (jnp.any(to_sweep), RED_SUBNET_SCAN, jnp.argmax(to_sweep)),
         (jnp.any(to_scan), RED_SCAN, random_pick(uniform_scan, to_scan)),
-        (jnp.any(to_escalate), RED_PRIVESC, jnp.argmax(to_escalate)),
-        (jnp.any(to_exploit), RED_EXPLOIT, random_pick(uniform_exploit, to_exploit)),
+        (jnp.any(to_escalate), RED_PRIVESC, random_pick(uniform_pick, to_escalate)),
+        (jnp.any(to_exploit), RED_EXPLOIT, random_pick(uniform_pick, to_exploit)),
     ]
     kind, target = jnp.int32(RED_SLEEP), jnp.int32(0)
     for valid, option_kind, option_target in reversed(candidates):  # first valid one wins
         kind = jnp.where(valid, option_kind, kind)
         target = jnp.where(valid, option_target, target).astype(jnp.int32)
     return kind, target
+
+
+_OP_HOSTS = np.array(["Op" in name for name in tb.HOSTS])  # [13] Meander's `'Op' in x` test
+_ENT_HOSTS = np.array(["Ent" in name for name in tb.HOSTS])  # [13] and its `'Ent' in x`
+
+
+def update_belief(
+    belief: MeanderBelief, kind: jax.Array, target: jax.Array, success: jax.Array
+) -> MeanderBelief:
+    """Beliefs after Red's action ``(kind, target)`` with outcome ``success`` (bool ()).
+
+    Red's knowledge (hostnames, subnets) grows whichever agent acts; the lists follow
+    Meander's ``get_action`` bookkeeping, then its next ``_process_success``.
+    """
+    at = jnp.arange(tb.NUM_HOSTS) == target
+    is_exploit = kind == RED_EXPLOIT
+    is_privesc = kind == RED_PRIVESC
+
+    swept = belief.swept | ((kind == RED_SUBNET_SCAN) & (jnp.arange(len(tb.SUBNETS)) == target))
+    # A choice is recorded when it is made.
+    exploited = belief.exploited | (is_exploit & at)
+    escalated = belief.escalated | (is_privesc & at)
+    # A successful exploit ties the host to its IP; a failed one forgets the IP, then every
+    # escalated Op host (with none, every escalated Enterprise host) and its IP.
+    mapped = belief.mapped | (is_exploit & success & at)
+    exploit_failed = is_exploit & ~success
+    op_held = escalated & _OP_HOSTS
+    forget = exploit_failed & jnp.where(jnp.any(op_held), op_held, escalated & _ENT_HOSTS)
+    exploited = exploited & ~(exploit_failed & at) & ~forget
+    escalated = escalated & ~forget
+    # A failed escalation or impact forgets that host, and its IP if mapped.
+    host_failed = (is_privesc | (kind == RED_IMPACT)) & ~success & at
+    exploited = exploited & ~(host_failed & mapped)
+    escalated = escalated & ~host_failed
+
+    own_subnet = jnp.asarray(tb.HOST_SUBNET)[jnp.clip(target, 0, tb.NUM_HOSTS - 1)]
+    shows_subnet = is_privesc & success & (jnp.arange(len(tb.SUBNETS)) == own_subnet)
+    return MeanderBelief(
+        swept=swept,
+        exploited=exploited,
+        escalated=escalated,
+        mapped=mapped,
+        hostnames=belief.hostnames | (is_exploit & success & at),
+        subnets=belief.subnets | shows_subnet,
+    )

@@ -51,7 +51,8 @@ NUM_HOSTS = len(HOSTS)
     USER4,
 ) = range(NUM_HOSTS)
 
-# Subnets, numbered in the order the Meander agent prefers to sweep them (mini_CAGE's order).
+# Subnets in the order Red's action space lists them (CybORG's true state, Defender first):
+# Meander sweeps the first known one it has not swept.
 SUBNETS = ("Enterprise", "Operational", "User")
 ENTERPRISE, OPERATIONAL, USER = range(3)
 HOST_SUBNET = np.array([0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2], np.int32)  # [13]
@@ -99,9 +100,11 @@ def _host_table(rows: dict[int, tuple[int, ...]], width: int) -> np.ndarray:
 
 # Genuine services Red's port scan reveals, as the exploit each one offers [13, 8].
 # User3's MySQL listens on 3389 in CybORG 2.1 (a typo for 3390): Red sees BlueKeep, not SQL.
+# User0 runs User1's image (Meander exploits it although it holds it already).
 SERVICES_BUGGY = _host_table(
     {
         DEFENDER: (SSH,),
+        USER0: (SSH, FTP),
         ENTERPRISE0: (SSH,),
         ENTERPRISE1: (SSH, ETERNAL_BLUE, BLUE_KEEP, HTTP_RFI, HTTPS_RFI),
         ENTERPRISE2: (SSH, ETERNAL_BLUE, BLUE_KEEP, HTTP_RFI, HTTPS_RFI),
@@ -135,6 +138,7 @@ ROOT_EXPLOITS = _host_table(
     {
         ENTERPRISE1: (BLUE_KEEP, ETERNAL_BLUE),
         ENTERPRISE2: (BLUE_KEEP, ETERNAL_BLUE),
+        USER0: (FTP,),
         USER1: (FTP,),
         USER2: (ETERNAL_BLUE,),
         USER3: (BLUE_KEEP, HARAKA),
