@@ -269,17 +269,25 @@ def _symmetry(row: jax.Array, col: jax.Array, which: jax.Array, size: int):
 
 
 def draw_world(key: jax.Array, spec: GridSpec, rules: Rules) -> World:
+    """A fresh arena drawn from ``key``: see :func:`world_from_bits`."""
+    return world_from_bits(jax.random.bits(key, (2, spec.rooms), jnp.uint32), spec, rules)
+
+
+def world_from_bits(bits: jax.Array, spec: GridSpec, rules: Rules) -> World:
     """A fresh arena: objects and agents at distinct random cells of their rooms.
 
     Each room takes a uniformly drawn entry of :func:`layout_bank` under a uniformly drawn
     symmetry of the square: its walls, converters (in ``kinds_per_room`` order) and agents
     take the entry's cells in that order.
+
+    Args:
+      bits: uint32 [2, rooms] random bits: each room's bank entry, then its symmetry.
+      spec: the arena's sizes.
+      rules: the rule constants.
     """
-    draw = jax.random.randint(key, (2, spec.rooms), 0, BANK_SIZE)
-    cells = jnp.asarray(layout_bank(spec))[draw[0]]  # [rooms, per_room]
-    row, col = _symmetry(
-        cells // spec.room_size, cells % spec.room_size, (draw[1] % 8)[:, None], spec.room_size
-    )
+    cells = jnp.asarray(layout_bank(spec))[bits[0] % BANK_SIZE]  # [rooms, per_room]
+    symmetry = (bits[1] % 8).astype(jnp.int32)[:, None]
+    row, col = _symmetry(cells // spec.room_size, cells % spec.room_size, symmetry, spec.room_size)
     origin = np.array(
         [
             [
@@ -448,8 +456,12 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
 
     def fresh_state(self, key: jax.Array, params: EnvParams) -> EnvState:
         """The state of a new episode (a random layout, time 0)."""
+        return self._fresh(jax.random.bits(key, (2, self.spec.rooms), jnp.uint32), params)
+
+    def _fresh(self, bits: jax.Array, params: EnvParams) -> EnvState:
+        """The state of a new episode laid out by ``bits`` (:func:`world_from_bits`)."""
         return EnvState(
-            world=draw_world(key, self.spec, make_rules(params)),
+            world=world_from_bits(bits, self.spec, make_rules(params)),
             time=jnp.zeros((), jnp.int32),
             last_action=jnp.zeros(self.num_agents, jnp.int32),
             last_reward=jnp.zeros(self.num_agents, jnp.float32),
@@ -459,10 +471,17 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
     ) -> tuple[EnvState, jax.Array, dict[str, Any]]:
         """One step without observations: ``(state, reward [A], info)``."""
+        bits = jax.random.bits(key, (self.num_agents,), jnp.uint32)
+        return self._transition(bits, state, action, params)
+
+    def _transition(
+        self, bits: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[EnvState, jax.Array, dict[str, Any]]:
+        """One step with the agents' turn order drawn from ``bits`` (uint32 [A])."""
         rules = make_rules(params)
         action = jnp.clip(jnp.asarray(action, jnp.int32), 0, grid_rules.NUM_ACTIONS - 1)
         t = state.time + 1
-        priority = grid_rules.turn_priority(key, self.num_agents)
+        priority = grid_rules.turn_priority(bits)
         before = grid_rules.inventory_value(state.world.agent_inv, rules)
         world = grid_rules.process_events(state.world, t, rules)
         world = grid_rules.resolve(world, action, priority, t, rules)
@@ -498,11 +517,14 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         and skipped, where a caller ignores it).
         """
         params = self.default_params if params is None else params
-        key_step, key_reset = jax.random.split(key)
-        stepped, reward, info = self.transition(key_step, state, action, params)
+        # One draw of random bits per step (each draw is a loop of kernels on CPU): the turn
+        # order, then the layout of the next episode.
+        num_agents, rooms = self.num_agents, self.spec.rooms
+        bits = jax.random.bits(key, (num_agents + 2 * rooms,), jnp.uint32)
+        stepped, reward, info = self._transition(bits[:num_agents], state, action, params)
         terminated = jnp.zeros((), bool)
         truncated = self.is_truncated(stepped, params)
-        fresh = self.fresh_state(key_reset, params)
+        fresh = self._fresh(bits[num_agents:].reshape(2, rooms), params)
         state = jax.tree.map(lambda x, y: jnp.where(truncated, x, y), fresh, stepped)
         info = {
             **info,

@@ -342,17 +342,18 @@ def _lose_action(world: World, i: jax.Array, chose: jax.Array) -> tuple[World, j
     return world, chose & (frozen == 0)
 
 
-def turn_priority(key: jax.Array, num_agents: int) -> jax.Array:
-    """Distinct random turn priorities, int32 [A]: agents take their turns from the lowest.
+def turn_priority(bits: jax.Array) -> jax.Array:
+    """Distinct random turn priorities from random ``bits`` (uint32 [A]): agents take their
+    turns from the lowest, int32 [A].
 
     The high bits are random and the low bits the agent's index, so no two agents tie; the
     order they give is uniform up to ties of the random bits (about one in ``2**25`` pairs
     for 24 agents), which the index breaks.
     """
+    num_agents = bits.shape[0]
     shift = max(num_agents - 1, 1).bit_length()
     if shift > 16:
         raise ValueError(f"at most 65536 agents take turns, got {num_agents}")
-    bits = jax.random.bits(key, (num_agents,), jnp.uint32)
     high = (bits >> (1 + shift)).astype(jnp.int32) << shift
     return high | jnp.arange(num_agents, dtype=jnp.int32)
 
