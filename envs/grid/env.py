@@ -288,32 +288,26 @@ def world_from_bits(bits: jax.Array, spec: GridSpec, rules: Rules) -> World:
     cells = jnp.asarray(layout_bank(spec))[bits[0] % BANK_SIZE]  # [rooms, per_room]
     symmetry = (bits[1] % 8).astype(jnp.int32)[:, None]
     row, col = _symmetry(cells // spec.room_size, cells % spec.room_size, symmetry, spec.room_size)
-    origin = np.array(
-        [
-            [
-                PAD + (r // spec.room_cols) * spec.room_size,
-                PAD + (r % spec.room_cols) * spec.room_size,
-            ]
-            for r in range(spec.rooms)
-        ],
-        np.int32,
-    )  # [rooms, 2]
-    pos = jnp.stack([row, col], -1) + origin[:, None]  # [rooms, per_room, 2]
-    walls, convs, agents = jnp.split(
-        pos, [spec.walls, spec.walls + spec.converters_per_room], axis=1
+    rooms = np.arange(spec.rooms)
+    row = row + (PAD + (rooms // spec.room_cols) * spec.room_size)[:, None]  # [rooms, per_room]
+    col = col + (PAD + (rooms % spec.room_cols) * spec.room_size)[:, None]
+    first_agent = spec.walls + spec.converters_per_room
+    agent_pos = jnp.stack([row[:, first_agent:], col[:, first_agent:]], -1).reshape(-1, 2)
+    # Cell codes by (room, slot): walls, then converters and agents numbered room-major.
+    codes = np.full((spec.rooms, spec.per_room), grid_rules.WALL, np.int64)
+    codes[:, spec.walls : first_agent] = grid_rules.CONVERTER0 + np.arange(
+        spec.num_converters
+    ).reshape(spec.rooms, -1)
+    codes[:, first_agent:] = (
+        grid_rules.CONVERTER0 + spec.num_converters + np.arange(spec.num_agents)
+    ).reshape(spec.rooms, -1)
+    width = spec.shape[1]
+    grid = (
+        jnp.asarray(_floor_grid(spec).reshape(-1))
+        .at[(row * width + col).reshape(-1)]
+        .set(codes.reshape(-1).astype(spec.grid_dtype), unique_indices=True)
+        .reshape(spec.shape)
     )
-    conv_pos = convs.reshape(-1, 2)  # [M, 2], room-major
-    agent_pos = agents.reshape(-1, 2)  # [A, 2], room-major
-    wall_pos = walls.reshape(-1, 2)
-    codes = np.concatenate(
-        [
-            np.full(wall_pos.shape[0], grid_rules.WALL),
-            grid_rules.CONVERTER0 + np.arange(spec.num_converters),
-            grid_rules.CONVERTER0 + spec.num_converters + np.arange(spec.num_agents),
-        ]
-    ).astype(spec.grid_dtype)
-    everything = jnp.concatenate([wall_pos, conv_pos, agent_pos])
-    grid = jnp.asarray(_floor_grid(spec)).at[everything[:, 0], everything[:, 1]].set(codes)
     num_agents, num_converters = spec.num_agents, spec.num_converters
     world = World(
         grid=grid,
@@ -336,36 +330,46 @@ def world_from_bits(bits: jax.Array, spec: GridSpec, rules: Rules) -> World:
 # ----------------------------------------------------------------------------- observation
 
 
-def feature_table(world: World) -> jax.Array:
-    """uint8 [2 + M + A, F]: the features of every cell code (globals left at zero)."""
+def feature_table(world: World, me: jax.Array | None = None) -> jax.Array:
+    """uint8 [2 + M + A (+ A), F]: the features of every cell code (globals left at zero).
+
+    With ``me`` (uint8 [A, 4], :func:`global_features`), one *self* row per agent follows:
+    its own features with its global features.
+    """
     num_agents = world.agent_pos.shape[0]
     num_converters = world.conv_kind.shape[0]
+
+    def byte(x):  # counts and flags as uint8 (inventories are capped at 255 anyway)
+        return jnp.minimum(x, 255).astype(jnp.uint8).reshape(x.shape[0], -1)
+
     wall = np.zeros((2, NUM_FEATURES), np.uint8)
     wall[grid_rules.WALL, F_TYPE + TYPE_WALL] = 1
-    conv_type = jax.nn.one_hot(TYPE_CONVERTER0 + world.conv_kind, 7, dtype=jnp.int32)
     conv = jnp.concatenate(
         [
-            conv_type,
-            jnp.zeros((num_converters, 2), jnp.int32),
-            (world.conv_phase != grid_rules.IDLE).astype(jnp.int32)[:, None],
-            world.conv_inv,
-            jnp.zeros((num_converters, NUM_FEATURES - F_GLOBAL), jnp.int32),
+            jax.nn.one_hot(TYPE_CONVERTER0 + world.conv_kind, 7, dtype=jnp.uint8),
+            np.zeros((num_converters, 2), np.uint8),
+            byte(world.conv_phase != grid_rules.IDLE),
+            byte(world.conv_inv),
+            np.zeros((num_converters, NUM_FEATURES - F_GLOBAL), np.uint8),
         ],
         axis=1,
     )
+    agent_type = np.zeros((num_agents, 7), np.uint8)
+    agent_type[:, TYPE_AGENT] = 1
     agent = jnp.concatenate(
         [
-            jnp.broadcast_to(jax.nn.one_hot(TYPE_AGENT, 7, dtype=jnp.int32), (num_agents, 7)),
-            (world.frozen > 0).astype(jnp.int32)[:, None],
-            world.agent_ori[:, None],
-            jnp.zeros((num_agents, 1), jnp.int32),
-            world.agent_inv,
-            jnp.zeros((num_agents, NUM_FEATURES - F_GLOBAL), jnp.int32),
+            agent_type,
+            byte(world.frozen > 0),
+            byte(world.agent_ori),
+            np.zeros((num_agents, 1), np.uint8),
+            byte(world.agent_inv),
         ],
         axis=1,
-    )
-    table = jnp.concatenate([jnp.minimum(conv, 255), jnp.minimum(agent, 255)]).astype(jnp.uint8)
-    return jnp.concatenate([jnp.asarray(wall), table])
+    )  # [A, F_GLOBAL]
+    rows = [wall, conv, jnp.pad(agent, ((0, 0), (0, NUM_FEATURES - F_GLOBAL)))]
+    if me is not None:
+        rows.append(jnp.concatenate([agent, me], axis=1))
+    return jnp.concatenate(rows)
 
 
 def global_features(state: EnvState, params: EnvParams) -> jax.Array:
@@ -396,17 +400,14 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
     """
     world = state.world
     num_agents = world.agent_pos.shape[0]
-    table = feature_table(world)  # [2 + M + A, F]
-    agents = table[table.shape[0] - num_agents :]  # [A, F]
-    me = agents.at[:, F_GLOBAL:].set(global_features(state, params))  # [A, F]
-    table = jnp.concatenate([table, me])  # [2 + M + 2A, F]
+    table = feature_table(world, global_features(state, params))  # [2 + M + 2A, F]
 
     def window(pos):  # [2] -> [11, 11] codes
         return jax.lax.dynamic_slice(world.grid, (pos[0] - RADIUS, pos[1] - RADIUS), (VIEW, VIEW))
 
     codes = jax.vmap(window)(world.agent_pos).astype(jnp.int32)  # [A, 11, 11]
-    codes = codes.at[:, RADIUS, RADIUS].set(table.shape[0] - num_agents + jnp.arange(num_agents))
-    return table[codes]  # [A, 11, 11, F]
+    me = table.shape[0] - num_agents + jnp.arange(num_agents)  # the self rows
+    return table[codes.at[:, RADIUS, RADIUS].set(me)]  # [A, 11, 11, F] (int32 indices: faster)
 
 
 # ----------------------------------------------------------------------------- step

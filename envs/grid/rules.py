@@ -526,4 +526,8 @@ def resolve(
 def inventory_value(inv: jax.Array, rules: Rules) -> jax.Array:
     """MettaGrid's resource reward: ``sum_r min(weight_r * inv_r, cap_r)``, float32 [A]."""
     value = jnp.minimum(rules.reward_weight * inv.astype(jnp.float32), rules.reward_cap)
-    return jnp.sum(value, axis=-1)
+    # Five adds, not a reduction: XLA on CPU hands tiny reductions to a slower library call.
+    total = value[..., 0]
+    for r in range(1, NUM_RESOURCES):
+        total = total + value[..., r]
+    return total
