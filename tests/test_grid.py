@@ -7,6 +7,8 @@ stepped through the env's own jitted ``step_env``; expected values follow MettaG
 
 from __future__ import annotations
 
+import dataclasses
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -358,17 +360,8 @@ def test_movement_blocked_by_walls_agents_and_converters(step_fn):
 
 # ----------------------------------------------------------------------------- turn order
 
-CROWD = arena.GridSpec(
-    room_rows=1,
-    room_cols=1,
-    room_size=6,
-    agents_per_room=12,
-    walls=1,
-    mines=3,
-    generators=2,
-    altars=2,
-    laseries=1,
-    armories=1,
+CROWD = dataclasses.replace(
+    SPEC, room_size=6, agents_per_room=12, walls=1, mines=3, generators=2, altars=2
 )
 
 
