@@ -8,6 +8,9 @@ stepped through the env's own jitted ``step_env``; expected values follow MettaG
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
 import chex
 import jax
@@ -145,6 +148,30 @@ def test_registered_contract_and_no_retrace():
         assert int(s.time) == (t + 1) % 3
         assert info["final_observation"].shape == obs.shape == (2, 11, 11, arena.NUM_FEATURES)
     assert float(info["episode_outcome"]["hearts"]) == 0.0
+
+
+def test_compiles_with_the_straight_line_prng_hash():
+    """With :mod:`jaxrl.prng` installed (any training run installs it) the contract rollout
+    still compiles in seconds: the step's bits are hashed once (``env.materialize``), not
+    copied into every kernel that reads them, where LLVM once took over ten minutes."""
+    script = (
+        "import sys; sys.path[:0] = ['tests', '.']\n"
+        "from jaxrl import prng; prng.install()\n"
+        "import test_envs; test_envs.test_contract('MettaArena')\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=240
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("MettaArena's contract rollout did not compile in 240 s with jaxrl.prng")
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_materialize_keeps_the_bits():
+    bits = jax.random.bits(jax.random.key(3), (32,), jnp.uint32)
+    np.testing.assert_array_equal(jax.jit(arena.materialize)(bits), bits)
 
 
 def test_reset_layouts_differ_by_seed():

@@ -413,6 +413,18 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
 # ----------------------------------------------------------------------------- step
 
 
+def materialize(bits: jax.Array) -> jax.Array:
+    """``bits`` (uint32 [n]) unchanged, computed once into a buffer of their own.
+
+    Dozens of fusions read the step's bits. With the hash in straight-line form (JAX's
+    lowering off CPU, and on CPU once :mod:`jaxrl.prng` is installed) XLA copies it, and the
+    hashes that made the caller's keys, into each of them; LLVM's loop vectorizer then took
+    over ten minutes on one of those kernels (jax 0.10.2). A reduction is not fused into the
+    elementwise kernels that read it, so the hash is computed once, here, for free.
+    """
+    return jnp.max(jnp.stack([bits, jnp.zeros_like(bits)], axis=-1), axis=-1)
+
+
 class MettaArena(environment.Environment[EnvState, EnvParams]):
     """The MettaGrid arena; see the module docstring for obs, action, reward and info.
 
@@ -521,7 +533,7 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         # One draw of random bits per step (each draw is a loop of kernels on CPU): the turn
         # order, then the layout of the next episode.
         num_agents, rooms = self.num_agents, self.spec.rooms
-        bits = jax.random.bits(key, (num_agents + 2 * rooms,), jnp.uint32)
+        bits = materialize(jax.random.bits(key, (num_agents + 2 * rooms,), jnp.uint32))
         stepped, reward, info = self._transition(bits[:num_agents], state, action, params)
         terminated = jnp.zeros((), bool)
         truncated = self.is_truncated(stepped, params)
