@@ -112,18 +112,7 @@ def _player(blue_name: str, num_episodes: int, fix_bugs: bool):
     act = blue_policies.BASELINES[blue_name]
 
     def episode(key, params):
-        key_reset, key_steps = jax.random.split(key)
-        obs, state = env.reset(key_reset, params)
-
-        def body(carry, key_t):
-            obs, state, policy_state = carry
-            key_act, key_step = jax.random.split(key_t)
-            action, policy_state = act(policy_state, obs, key_act)
-            obs, state, reward, _, _, _ = env.step(key_step, state, action, params)
-            return (obs, state, policy_state), reward
-
-        carry = (obs, state, blue_policies.init_policy_state())
-        _, rewards = jax.lax.scan(body, carry, jax.random.split(key_steps, max(LENGTHS)))
+        rewards = blue_policies.play(env, act, key, params, max(LENGTHS)).reward
         cumulative = jnp.cumsum(rewards)
         return jnp.stack([cumulative[n - 1] for n in LENGTHS])
 

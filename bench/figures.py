@@ -191,14 +191,22 @@ def available_bytes() -> int:
         stats = device.memory_stats() or {}
         if "bytes_limit" in stats:
             return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    available = proc_kib("/proc/meminfo", "MemAvailable")
+    if available is not None:
+        return available * 1024
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def proc_kib(path: str, field: str) -> int | None:
+    """The ``field: N kB`` line of a Linux ``/proc`` file, in KiB; None where there is none."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
     except OSError:
         pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return None
 
 
 def tree_bytes(tree: Any) -> int:

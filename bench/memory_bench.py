@@ -13,7 +13,16 @@ from typing import Any
 
 import jax
 
-from bench.figures import MIB, ConfigSpec, Figure, Profile, available_bytes, cost, run_child
+from bench.figures import (
+    MIB,
+    ConfigSpec,
+    Figure,
+    Profile,
+    available_bytes,
+    cost,
+    proc_kib,
+    run_child,
+)
 from jaxrl.config import Config
 from jaxrl.setup import make_setup
 from jaxrl.train_step import init_runner_state, make_train_step
@@ -26,13 +35,9 @@ def peak_rss_bytes() -> int:
     ``exec``, so in a child it is at least the parent's RSS when it forked (measured: a
     13 MiB child of a 327 MiB parent reports 327 MiB). Elsewhere ``ru_maxrss``.
     """
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    peak = proc_kib("/proc/self/status", "VmHWM")
+    if peak is not None:
+        return peak * 1024
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: KiB on Linux, bytes on macOS
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 

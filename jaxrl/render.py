@@ -85,6 +85,20 @@ def rule_policy_setup(overrides: dict) -> tuple[Setup, PolicyState]:
     return setup, policy
 
 
+def _renderer(env_name: str) -> tuple[Any, float]:
+    """``(renderer module, seconds per env step)`` of ``env_name`` (imported on demand)."""
+    if env_name == "Soccer":
+        from envs.soccer import render  # noqa: PLC0415
+        from envs.soccer.physics import STEP_DT  # noqa: PLC0415
+
+        return render, STEP_DT
+    if env_name == "MettaArena":
+        from envs.grid import render  # noqa: PLC0415
+
+        return render, render.STEP_DT
+    raise ConfigError(f"no renderer for {env_name} runs")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m jaxrl.render``."""
     parser = argparse.ArgumentParser(prog="python -m jaxrl.render", description=__doc__)
@@ -108,18 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    from envs.soccer import render  # noqa: PLC0415
-    from envs.soccer.physics import STEP_DT  # noqa: PLC0415
-
-    renderers = {"Soccer": render}
-
     try:
         overrides = yaml.safe_load(args.env_kwargs) or {}
         if not isinstance(overrides, dict):
             raise ConfigError(f"--env-kwargs must be a mapping, got {args.env_kwargs!r}")
-        num_steps = max(1, round(args.seconds / STEP_DT))
         key = jax.random.key(args.seed)
         if args.rule_policy:
+            render, step_dt = _renderer("Soccer")
+            num_steps = max(1, round(args.seconds / step_dt))
             setup, policy = rule_policy_setup(overrides)
             env_params = setup.env_params
             play = jax.jit(policy_states, static_argnums=(0, 4, 5))
@@ -132,13 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                 if not 0 <= args.member < count:
                     raise ValueError(f"--member must be in 0..{count - 1}, got {args.member}")
                 policy = jax.tree.map(lambda x: x[args.member], policy)
-            if setup.config.env.name == "MettaArena":
-                from envs.grid import render as grid_render  # noqa: PLC0415
-
-                renderers["MettaArena"] = render = grid_render
-                num_steps = max(1, round(args.seconds / grid_render.STEP_DT))
-            if setup.config.env.name not in renderers:
-                raise ConfigError(f"no renderer for {setup.config.env.name} runs")
+            render, step_dt = _renderer(setup.config.env.name)
+            num_steps = max(1, round(args.seconds / step_dt))
             env_params = setup.env_params
             if setup.curriculum is not None:
                 last = setup.curriculum.num_stages - 1

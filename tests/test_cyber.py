@@ -33,26 +33,14 @@ def _transition(key, state, action, params):
 
 @functools.partial(jax.jit, static_argnames=("policy", "num_envs", "num_steps"))
 def _rollout(key, params, policy, num_envs, num_steps):
-    """Vmapped episodes of a Blue baseline: (rewards [T, B], red kinds [T, B], states [T, B])."""
+    """Vmapped episodes of a Blue baseline: (reward, terminated, truncated, red_success,
+    states), each [B, T]."""
     TRACES["rollout"] += 1
-    act = blue.BASELINES[policy]
 
     def episode(key):
-        key_reset, key_steps = jax.random.split(key)
-        obs, state = ENV.reset(key_reset, params)
-
-        def body(carry, key_t):
-            obs, state, policy_state = carry
-            key_act, key_step = jax.random.split(key_t)
-            action, policy_state = act(policy_state, obs, key_act)
-            obs, state, reward, terminated, truncated, info = ENV.step(
-                key_step, state, action, params
-            )
-            out = (reward, terminated, truncated, info["red_success"], state)
-            return (obs, state, policy_state), out
-
-        carry = (obs, state, blue.init_policy_state())
-        return jax.lax.scan(body, carry, jax.random.split(key_steps, num_steps))[1]
+        played = blue.play(ENV, blue.BASELINES[policy], key, params, num_steps)
+        red_success = played.info["red_success"]
+        return played.reward, played.terminated, played.truncated, red_success, played.state
 
     return jax.vmap(episode)(jax.random.split(key, num_envs))
 

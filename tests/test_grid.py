@@ -323,17 +323,8 @@ def test_armor_blocks_and_no_target_keeps_laser(step_fn):
 
 def test_attack_argument_picks_in_scan_order():
     # Cone cells facing up from (5, 3): (4,3) (4,2) (4,4) (3,3) (3,2) (3,4) (2,3) (2,2) (2,4).
-    spec = arena.GridSpec(
-        room_rows=1,
-        room_cols=1,
-        room_size=7,
-        agents_per_room=3,
-        walls=0,
-        mines=0,
-        generators=0,
-        altars=0,
-        laseries=0,
-        armories=0,
+    spec = dataclasses.replace(
+        SPEC, agents_per_room=3, walls=0, mines=0, generators=0, altars=0, laseries=0, armories=0
     )
     grid = arena._floor_grid(spec).copy()
     pos = [(5, 3), (3, 4), (4, 2)]  # agent 1 is 6th in scan order, agent 2 is 2nd

@@ -16,6 +16,7 @@ fresh :func:`init_policy_state` per episode (the fidelity bench plays whole epis
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -104,6 +105,36 @@ def react_decoy(
         jnp.where(place, plan, action).astype(jnp.int32),
         state.replace(next_decoy=state.next_decoy + place.astype(jnp.int32)),
     )
+
+
+class Played(struct.PyTreeNode):
+    """What each step of :func:`play` gave, stacked over the steps ``[T]``."""
+
+    reward: jax.Array  # [T] float32
+    terminated: jax.Array  # [T] bool
+    truncated: jax.Array  # [T] bool
+    info: dict[str, Any]  # the env's info, each leaf [T, ...]
+    state: Any  # env states after each step, each leaf [T, ...]
+
+
+def play(env: Any, policy: Callable, key: jax.Array, params: Any, num_steps: int) -> Played:
+    """``num_steps`` auto-resetting steps of ``env`` with the scripted Blue ``policy``.
+
+    The policy's memory starts empty with the first episode (the callers play episodes of
+    ``num_steps`` or fewer). Vmap over ``key`` for a batch.
+    """
+    key_reset, key_steps = jax.random.split(key)
+    obs, state = env.reset(key_reset, params)
+
+    def body(carry, key_t):
+        obs, state, policy_state = carry
+        key_act, key_step = jax.random.split(key_t)
+        action, policy_state = policy(policy_state, obs, key_act)
+        obs, state, reward, terminated, truncated, info = env.step(key_step, state, action, params)
+        return (obs, state, policy_state), Played(reward, terminated, truncated, info, state)
+
+    carry = (obs, state, init_policy_state())
+    return jax.lax.scan(body, carry, jax.random.split(key_steps, num_steps))[1]
 
 
 BASELINES: dict[str, Callable] = {

@@ -101,8 +101,6 @@ EPISODE_LENGTHS = np.array([30, 50, 100], np.int32)  # drawn when max_steps_in_e
 # Blue table codes (int32) and their bits.
 ACT_NONE, ACT_SCAN, ACT_EXPLOIT = 0, 1, 2
 COMP_NO, COMP_UNKNOWN, COMP_USER, COMP_PRIVILEGED = 0, 1, 2, 3
-ACTIVITY_BITS = np.array([[0, 0], [1, 0], [1, 1]], np.float32)  # [3, 2]
-COMPROMISED_BITS = np.array([[0, 0], [1, 0], [0, 1], [1, 1]], np.float32)  # [4, 2]
 
 REWARD_TERMS = ("access", "impact", "restore")
 
@@ -256,10 +254,7 @@ def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvSta
     """Blue's Decoy and Restore take effect (before Red acts). Analyse and Remove only read."""
     _, _, decoy_exploit = _bug_tables(fix_bugs)
     port_taken = decoy_offers(state.decoys, decoy_exploit)  # [13, 8] per lured exploit
-    wanted_port = jnp.any(
-        blue.decoy[:, :, None] & (decoy_exploit[:, None] == jnp.arange(tb.NUM_EXPLOITS))[None],
-        axis=1,
-    )  # [13, 8]
+    wanted_port = decoy_offers(blue.decoy, decoy_exploit)  # [13, 8] what the new decoy lures
     free = ~jnp.any(wanted_port & port_taken, axis=1, keepdims=True)  # [13, 1]
     placed = blue.decoy & jnp.asarray(tb.DECOY_COMPATIBLE) & free
     stuck = state.femitter_stuck | (placed[:, tb.FEMITTER] & ~fix_bugs)
@@ -380,9 +375,7 @@ def apply_red(
 # ---- Blue's table, reward, observation ------------------------------------------------------
 
 
-def update_table(
-    before: EnvState, after: EnvState, blue: BlueAction, exploit_seen: jax.Array
-) -> jax.Array:
+def update_table(before: EnvState, blue: BlueAction, exploit_seen: jax.Array) -> jax.Array:
     """Blue table's compromised column (int32 [13]) after the step (BlueTableWrapper's order).
 
     Restore clears, Remove makes a compromised host Unknown, a detected exploit marks User,
@@ -394,7 +387,6 @@ def update_table(
     comp = jnp.where(blue.remove & (comp != COMP_NO), COMP_UNKNOWN, comp)
     comp = jnp.where(exploit_seen, COMP_USER, comp)
     comp = jnp.where(blue.analyse & before.malware, COMP_PRIVILEGED, comp)
-    del after
     return comp.astype(jnp.int32)
 
 
@@ -423,7 +415,8 @@ def reward_terms(
 
 def observe(state: EnvState, params: EnvParams) -> jax.Array:
     """Blue's observation: float32 [52] (table) or [79] (extended), see the module docstring."""
-    # The bits of ACTIVITY_BITS and COMPROMISED_BITS, computed instead of gathered.
+    # Activity None 00 / Scan 10 / Exploit 11, compromised No 00 / Unknown 10 / User 01 /
+    # Privileged 11, computed from the codes.
     act, comp = state.activity, state.compromised
     bits = [act != ACT_NONE, act == ACT_EXPLOIT, (comp & 1) == 1, comp >= COMP_USER]
     table = jnp.stack(bits, axis=1).astype(jnp.float32).reshape(-1)
@@ -533,7 +526,7 @@ def transition_with(
         after_red.activity,
     ).astype(jnp.int32)
     after_red = after_red.replace(activity=activity)
-    compromised = update_table(after_blue, after_red, blue, exploit_seen)
+    compromised = update_table(after_blue, blue, exploit_seen)
     seen = after_red.activity != ACT_NONE
     scan_history = jnp.where(seen, 2, jnp.minimum(state.scan_history, 1)).astype(jnp.int32)
     is_bline = state.red_agent == red.BLINE_AGENT

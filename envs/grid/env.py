@@ -330,11 +330,11 @@ def world_from_bits(bits: jax.Array, spec: GridSpec, rules: Rules) -> World:
 # ----------------------------------------------------------------------------- observation
 
 
-def feature_table(world: World, me: jax.Array | None = None) -> jax.Array:
-    """uint8 [2 + M + A (+ A), F]: the features of every cell code (globals left at zero).
+def feature_table(world: World, me: jax.Array) -> jax.Array:
+    """uint8 [2 + M + 2A, F]: the features of every cell code, then one *self* row per agent.
 
-    With ``me`` (uint8 [A, 4], :func:`global_features`), one *self* row per agent follows:
-    its own features with its global features.
+    Cell-code rows leave the global features at zero; agent ``i``'s self row is its own
+    features with ``me[i]`` (uint8 [A, 4], :func:`global_features`) as its global features.
     """
     num_agents = world.agent_pos.shape[0]
     num_converters = world.conv_kind.shape[0]
@@ -366,10 +366,8 @@ def feature_table(world: World, me: jax.Array | None = None) -> jax.Array:
         ],
         axis=1,
     )  # [A, F_GLOBAL]
-    rows = [wall, conv, jnp.pad(agent, ((0, 0), (0, NUM_FEATURES - F_GLOBAL)))]
-    if me is not None:
-        rows.append(jnp.concatenate([agent, me], axis=1))
-    return jnp.concatenate(rows)
+    others = jnp.pad(agent, ((0, 0), (0, NUM_FEATURES - F_GLOBAL)))  # as other agents see it
+    return jnp.concatenate([wall, conv, others, jnp.concatenate([agent, me], axis=1)])
 
 
 def global_features(state: EnvState, params: EnvParams) -> jax.Array:
@@ -406,8 +404,8 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
         return jax.lax.dynamic_slice(world.grid, (pos[0] - RADIUS, pos[1] - RADIUS), (VIEW, VIEW))
 
     codes = jax.vmap(window)(world.agent_pos).astype(jnp.int32)  # [A, 11, 11]
-    me = table.shape[0] - num_agents + jnp.arange(num_agents)  # the self rows
-    return table[codes.at[:, RADIUS, RADIUS].set(me)]  # [A, 11, 11, F] (int32 indices: faster)
+    self_rows = table.shape[0] - num_agents + jnp.arange(num_agents)
+    return table[codes.at[:, RADIUS, RADIUS].set(self_rows)]  # [A, 11, 11, F] (int32: faster)
 
 
 # ----------------------------------------------------------------------------- step
@@ -464,12 +462,8 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
 
     def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
         """A new random layout; returns ``(obs uint8 [A, 11, 11, F], state)``."""
-        state = self.fresh_state(key, params)
+        state = self._fresh(jax.random.bits(key, (2, self.spec.rooms), jnp.uint32), params)
         return observe(state, params), state
-
-    def fresh_state(self, key: jax.Array, params: EnvParams) -> EnvState:
-        """The state of a new episode (a random layout, time 0)."""
-        return self._fresh(jax.random.bits(key, (2, self.spec.rooms), jnp.uint32), params)
 
     def _fresh(self, bits: jax.Array, params: EnvParams) -> EnvState:
         """The state of a new episode laid out by ``bits`` (:func:`world_from_bits`)."""
@@ -530,8 +524,8 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         and skipped, where a caller ignores it).
         """
         params = self.default_params if params is None else params
-        # One draw of random bits per step (each draw is a loop of kernels on CPU): the turn
-        # order, then the layout of the next episode.
+        # One draw of random bits per step (on CPU each draw is a loop of kernels, or with
+        # jaxrl.prng one hash kernel): the turn order, then the layout of the next episode.
         num_agents, rooms = self.num_agents, self.spec.rooms
         bits = materialize(jax.random.bits(key, (num_agents + 2 * rooms,), jnp.uint32))
         stepped, reward, info = self._transition(bits[:num_agents], state, action, params)
