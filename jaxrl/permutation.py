@@ -4,9 +4,9 @@
 elements). On a 2-core CPU that costs 28 ms for ``n = 65536``, about a third of a PPO update
 at 512 envs x 128 steps, and 0.1 ms for ``n = 512``, about a tenth of one at 4 envs.
 
-:func:`permutation` instead maps every index through a keyed bijection: a 4-round balanced
+:func:`permutation` instead maps every index through a keyed bijection: an 8-round balanced
 Feistel network on ``2k``-bit integers (Luby and Rackoff: 4 rounds with pseudo-random round
-functions give a pseudo-random permutation) with a 32-bit integer hash as round function,
+functions already give a pseudo-random permutation) with a 32-bit integer hash as round function,
 over a domain of ``4**k >= n`` (less than ``4n``) values. Two ways make it a permutation of
 ``[0, n)``, both a few elementwise passes with no sort:
 
@@ -26,11 +26,34 @@ into minibatches what matters is that which samples share a minibatch looks rand
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 ROUNDS = 8
+# The platform whose method a default ``permutation`` picks; None: the default backend.
+# ``bench.hlo_audit`` sets it to compile, on a CPU, the program a GPU would run.
+_TARGET: contextvars.ContextVar[str | None] = contextvars.ContextVar("target", default=None)
+
+
+@contextlib.contextmanager
+def target_platform(platform: str) -> Iterator[None]:
+    """Trace default permutations as for ``platform`` (``cpu``, ``gpu``, ``tpu``) inside."""
+    token = _TARGET.set(platform)
+    try:
+        yield
+    finally:
+        _TARGET.reset(token)
+
+
+def default_method() -> str:
+    """``walk`` on a CPU, ``pack`` elsewhere (see the module docstring)."""
+    platform = _TARGET.get() or jax.default_backend()
+    return "walk" if platform == "cpu" else "pack"
 
 
 def _hash32(x: jax.Array) -> jax.Array:
@@ -65,7 +88,7 @@ def permutation(key: jax.Array, n: int, method: str | None = None) -> jax.Array:
     if not 1 <= n < 2**30:
         raise ValueError(f"permutation length must be in [1, 2**30), got {n}")
     if method is None:
-        method = "walk" if jax.default_backend() == "cpu" else "pack"
+        method = default_method()
     if method not in ("walk", "pack"):
         raise ValueError(f"permutation method must be 'walk' or 'pack', got {method!r}")
     # 4**half_bits >= n; at least 256 values, since Feistel networks on tiny domains mix poorly.

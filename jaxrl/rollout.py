@@ -28,6 +28,9 @@ from jaxrl.normalize import normalize, update_stats
 from jaxrl.setup import Setup
 from jaxrl.types import EpisodeSums, RunningStats, Transition
 
+ENV_STEP_SCOPE = "env_steps"  # named scope of the rollout's loop over env steps
+TRUNCATION_SCOPE = "truncation_value"  # the one conditional of an env step (bench.hlo_audit)
+
 
 class RolloutOutput(struct.PyTreeNode):
     """What one rollout returns besides the advanced carry."""
@@ -87,11 +90,12 @@ def transition_of(
         # vmapped over members a cond runs both branches anyway: compute it.
         final_value = final_values()
     else:
-        final_value = jax.lax.cond(
-            truncated.any(),
-            final_values,
-            lambda: jnp.zeros_like(record.act.value[:rows]),
-        )
+        with jax.named_scope(TRUNCATION_SCOPE):
+            final_value = jax.lax.cond(
+                truncated.any(),
+                final_values,
+                lambda: jnp.zeros_like(record.act.value[:rows]),
+            )
     return Transition(
         obs=record.act.obs_norm[:rows],
         is_first=record.is_first[:rows],
@@ -140,7 +144,9 @@ def rollout(
 
     def run_chunk(state, chunk_keys):
         start_hidden = jax.tree.map(lambda h: h[:train_rows], state[0].hidden)
-        state, transitions = jax.lax.scan(step, state, chunk_keys)
+        # The scope names the per-env-step loop in the compiled HLO (bench.hlo_audit).
+        with jax.named_scope(ENV_STEP_SCOPE):
+            state, transitions = jax.lax.scan(step, state, chunk_keys)
         return state, (transitions, start_hidden)
 
     sums = EpisodeSums.zeros(layout.total_envs, setup.outcome_names)
