@@ -4,7 +4,7 @@
 seconds (a smoke test of the instrument itself, not a measurement); ``--full`` measures
 more env counts with more repeats::
 
-    python -m bench.throughput [--only env,train,inference,memory,precision,selfplay,scale]
+    python -m bench.throughput [--only env,train,inference,memory,precision,selfplay,scale,device]
         [--tiny | --full] [--repeats N] [--env NAME] [--env-param KEY=VALUE ...]
         [--num-envs 1,64,...]
         [--config FILE ...] [--set KEY=VALUE ...] [--train-envs N] [--reference]
@@ -28,6 +28,9 @@ Method (after xland-minigrid's ``scripts/benchmark_xland.py``):
   same config started in the RulePolicy stage before it (same envs, network and lanes; every
   opponent scripted), and ``configs/soccer_curriculum.yaml`` in its 3v3 stage at the same
   number of envs; the ratios are printed.
+- Device (``--only device``, :mod:`bench.device_bench`): per train config, the accelerator's
+  busy fraction during a timed chunk and its kernels and host<->device copies per update, from
+  a ``jax.profiler`` trace ("n/a" on a CPU), and the share of an update spent in the rollout.
 - Memory is measured in a fresh child process per figure. The child builds the run and runs
   one chunk of one update (peak memory is per update: a chunk's scan reuses its buffers).
   It reports the device allocator's ``peak_bytes_in_use`` on GPU/TPU and the process's
@@ -62,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 import envs
+from bench.device_bench import device_figures
 from bench.env_bench import env_figures, env_fits
 from bench.figures import PROFILES, ConfigSpec, Figure, Profile, UsageError, log
 from bench.inference_bench import INFERENCE_QUANTITIES, inference_figures
@@ -78,8 +82,8 @@ from jaxrl.config import Config, ConfigError, load_config, parse_overrides
 from jaxrl.setup import make_setup
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("env", "train", "inference", "memory", "precision", "selfplay", "scale")
-DEFAULT_SECTIONS = SECTIONS[:5]  # selfplay and scale compile several train steps: ask for them
+SECTIONS = ("env", "train", "inference", "memory", "precision", "selfplay", "scale", "device")
+DEFAULT_SECTIONS = SECTIONS[:5]  # selfplay, scale and device compile more steps: ask for them
 SCALE_SEEDS = 8  # scale: members vmapped in one program, against 1
 SCALE_DEVICE_ENVS = 64  # scale: envs sharded over 2 devices, against 1 (unless --train-envs)
 SELFPLAY_CONFIG = "configs/soccer_selfplay.yaml"  # league stage vs its RulePolicy stage
@@ -316,6 +320,13 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
                     f"scale/{first.label}/devices=1/sps"
                 )
                 outcome.ratios[f"scale/{first.label}/sps {many}/devices=1"] = ratio
+        elif section == "device":
+            for spec in plan.specs:
+                log(f"[device] {spec.label}")
+                new, note = device_figures(f"device/{spec.label}", spec.load(train_extra), profile)
+                report(new)
+                if note:
+                    outcome.notes.append(f"device {spec.label}: {note}")
         outcome.section_wall_s[section] = time.perf_counter() - start
         log(f"[{section}] {outcome.section_wall_s[section]:.1f} s")
     return figures, outcome
