@@ -36,7 +36,14 @@ SWEEPABLE = {
 
 
 class ConfigError(ValueError):
-    """A configuration problem, with a one-line message naming the offending key."""
+    """A configuration problem, with a one-line message naming the offending key.
+
+    The message is kept to one line whatever it wraps (an env's or a library's error text).
+    """
+
+    def __init__(self, message: str):
+        lines = (line.strip() for line in str(message).splitlines())
+        super().__init__(" ".join(line for line in lines if line))
 
 
 @dataclass(frozen=True)
@@ -135,7 +142,7 @@ class SelfPlayConfig:
     lanes: int = 4  # the other envs form this many equal lanes, one pool snapshot each
     pfsp: str = "hard"  # snapshot sampling: hard (1-w)^2 | variance w(1-w) | uniform
     result_decay: float = 0.98  # per-update decay of the per-snapshot win/draw/loss counts
-    elo_k: float = 8.0  # K-factor of the in-graph Elo (learner vs snapshots and RulePolicy)
+    elo_damping_games: float = 16.0  # in-graph Elo: prior on the last rating, in even games
     sides: str = "random"  # random: learner's team drawn per env and match; first: team 0
 
 
@@ -241,6 +248,16 @@ def _plain(value: Any) -> Any:
 # ---- loading ------------------------------------------------------------------------------
 
 
+def _to_int(value: Any) -> Any:
+    # "1e5" (a string to YAML 1.1) or 1e+5 (a float) for an int key: fine when whole.
+    if isinstance(value, bool) or isinstance(value, int):
+        return value
+    number = _to_float(value)
+    if isinstance(number, float) and number.is_integer():
+        return int(number)
+    return value  # dacite then refuses it, and _wrong_type names the key
+
+
 def _to_float(value: Any) -> Any:
     # YAML 1.1 reads "1e-3" as a string and "1" as an int; both are fine for a float key.
     if isinstance(value, bool):
@@ -255,7 +272,7 @@ def _to_float(value: Any) -> Any:
     return value
 
 
-_DACITE = dacite.Config(strict=True, cast=[tuple], type_hooks={float: _to_float})
+_DACITE = dacite.Config(strict=True, cast=[tuple], type_hooks={float: _to_float, int: _to_int})
 
 
 def _check_keys(cls: type, data: Any, prefix: str) -> None:
@@ -352,7 +369,10 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError as err:
-            raise ConfigError(f"override {key}: cannot parse value {raw!r}: {err}") from None
+            raise ConfigError(
+                f"override {item!r}: the value is not valid YAML ({_yaml_problem(err)}, at "
+                f"column {_yaml_column(err)} of {raw!r})"
+            ) from None
         parsed.append((key.strip(), value))
     return parsed
 
@@ -366,8 +386,11 @@ def config_from_dict(data: dict[str, Any] | None) -> Config:
     try:
         config = dacite.from_dict(Config, data, config=_DACITE)
     except dacite.WrongTypeError as err:
+        expected = _type_name(err.field_type)
+        if expected == "int" and isinstance(_to_float(err.value), float):
+            expected = "a whole number"  # 1.5 or "1.5e0": a number, but not an int
         raise ConfigError(
-            f"config key {err.field_path}: expected {_type_name(err.field_type)}, got {err.value!r}"
+            f"config key {err.field_path}: expected {expected}, got {err.value!r}"
         ) from None
     except dacite.DaciteError as err:
         raise ConfigError(f"invalid config: {err}") from None
@@ -377,6 +400,20 @@ def config_from_dict(data: dict[str, Any] | None) -> Config:
 
 _YAML_KINDS = {"list": "a list", "int": "a number", "float": "a number", "str": "a string",
                "bool": "a boolean"}  # fmt: skip
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """What PyYAML found wrong, without its multi-line excerpt of the text."""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    context, mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and mark is not None:
+        context += f" that starts at line {mark.line + 1}, column {mark.column + 1}"
+    return f"{problem} ({context})" if context else problem
+
+
+def _yaml_column(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    return str(mark.column + 1) if mark is not None else "?"
 
 
 def _type_name(tp: Any) -> str:
@@ -393,8 +430,9 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         try:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as err:
-            first = str(err).splitlines()[0]
-            raise ConfigError(f"config file {path} is not valid YAML: {first}") from None
+            mark = getattr(err, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else f"{path}"
+            raise ConfigError(f"{where}: not valid YAML: {_yaml_problem(err)}") from None
         if data is None:
             raise ConfigError(
                 f"config file {path} is empty; give at least one section (e.g. env:), or "
@@ -668,7 +706,10 @@ def _validate_selfplay(config: Config, base_params: Any) -> None:
         0.0 < sp.result_decay <= 1.0,
         f"selfplay.result_decay must be in (0, 1], got {sp.result_decay}",
     )
-    _require(sp.elo_k > 0, f"selfplay.elo_k must be > 0, got {sp.elo_k}")
+    _require(
+        sp.elo_damping_games >= 0,
+        f"selfplay.elo_damping_games must be >= 0, got {sp.elo_damping_games}",
+    )
     _require(sp.lanes >= 1, f"selfplay.lanes must be >= 1, got {sp.lanes}")
     count = mesh_size(config)
     num_envs = config.env.num_envs // count  # the groups are laid out on every device

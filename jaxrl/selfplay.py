@@ -18,7 +18,24 @@ snapshot or a new draw never retraces.
 Per update, with self-play on for an env (always, or where a curriculum stage switches it
 on): the layout's ``latest`` envs play the current policy, its ``rule`` envs the env's
 RulePolicy, its pool lanes their snapshots; the learner's side is drawn per env and match.
-An online Elo tracks the learner (RulePolicy fixed at 1500) from pool and RulePolicy games.
+
+Rating. ``selfplay/elo`` is the learner's Bradley-Terry rating against the RulePolicy, the
+anchor fixed at 1500 as in :mod:`jaxrl.tournament`. Every update adds the rollout's RulePolicy
+matches to decayed win/draw/loss counts (``result_decay`` per update, as the pool's), and
+:func:`learner_rating` moves the rating by damped Newton steps toward the maximum-likelihood
+rating of those counts (draws half, plus the tournament's 1/2 virtual draw). Its fixed point
+is the rating that the win/draw/loss *rates* imply, so 64 and 4096 envs read the same; more
+games only make it less noisy. (The per-game K update it replaces moved ``K * (score - n E)``
+per update: hundreds of K with hundreds of matches, which overshot and oscillated.)
+
+Snapshots are not used to rate the learner. A snapshot plays only the learner, so in a joint
+Bradley-Terry fit its rating is a free parameter that absorbs its own results and says nothing
+about the learner's; holding it instead at the learner's rating when it was taken feeds the
+learner's past estimate, error included, back into the current one (and re-rating both from
+their games against each other lets them drift together, the K update's second failure).
+The RulePolicy is the one player whose rating is known, and the tournament's anchor, so the
+learner is rated against it alone. Each snapshot keeps the learner's rating at the time it was
+taken (``SelfPlayState.elo``), a record that nothing feeds back from.
 """
 
 from __future__ import annotations
@@ -33,7 +50,7 @@ from flax import struct
 
 from jaxrl.acting import PolicyParams
 from jaxrl.config import SelfPlayConfig
-from jaxrl.elo import expected_score
+from jaxrl.elo import newton_elo
 from jaxrl.features import Feature, FeatureOutput, UpdateResult, masked_sums, set_rows
 from jaxrl.layout import Layout, total
 from jaxrl.match import NETWORK, MatchPlan
@@ -41,6 +58,10 @@ from jaxrl.metrics import MetricSpec, Scalar, mean_of
 from jaxrl.types import RunningStats
 
 RULE_ELO = 1500.0  # the RulePolicy's fixed rating (the anchor)
+# Virtual draws against the anchor, as jaxrl.tournament's fit: a perfect record stays finite.
+RULE_PRIOR_GAMES = 0.5
+# Newton steps per update; warm-started at the last rating, one or two already converge.
+ELO_ITERATIONS = 4
 PFSP_MODES = ("hard", "variance", "uniform")
 
 
@@ -52,8 +73,9 @@ class SelfPlayState(struct.PyTreeNode):
     added_at: jax.Array  # [K] int32, update step of the slot's snapshot (-1: empty)
     next_slot: jax.Array  # () int32, ring-buffer position of the next snapshot
     results: jax.Array  # [K, 3] float32, decayed learner wins/draws/losses against each slot
-    elo: jax.Array  # [K] float32, online Elo of each snapshot
-    learner_elo: jax.Array  # () float32, online Elo of the learner (RulePolicy = 1500)
+    elo: jax.Array  # [K] float32, the learner's Elo when the slot's snapshot was taken
+    rule_results: jax.Array  # [3] float32, decayed learner wins/draws/losses against the rule
+    learner_elo: jax.Array  # () float32, Elo of the learner (RulePolicy = 1500)
     snapshots: jax.Array  # () int32, snapshots taken so far
 
 
@@ -92,12 +114,32 @@ def pfsp_probs(results: jax.Array, filled: jax.Array, mode: str) -> jax.Array:
     return jnp.concatenate([probs, empty[None].astype(jnp.float32)])
 
 
-def batch_elo(rating: jax.Array, opponent: jax.Array, score: jax.Array, games: jax.Array, k):
-    """Elo change of ``rating`` after ``games`` against ``opponent`` scoring ``score`` points.
+def learner_rating(rating: jax.Array, rule_results: jax.Array, damping_games: float) -> jax.Array:
+    """The learner's Elo from its decayed results against the RulePolicy (fixed at 1500).
 
-    ``k * (score - games * E[score])``, elementwise; the opponent's change is its negative.
+    Damped Newton steps (:func:`jaxrl.elo.newton_elo`) from ``rating`` toward the
+    maximum-likelihood rating of ``rule_results`` plus ``RULE_PRIOR_GAMES`` virtual draws,
+    with a prior worth ``damping_games`` even games centred on ``rating``.
+
+    Args:
+      rating: () float32, the learner's rating after the previous update.
+      rule_results: [3] float32, decayed wins/draws/losses against the RulePolicy.
+      damping_games: weight of the prior on the previous rating, in games between equals.
+
+    Returns:
+      () float32, the new rating.
     """
-    return k * (score - games * expected_score(rating, opponent))
+    wins, draws, losses = rule_results[0], rule_results[1], rule_results[2]
+    points = wins + 0.5 * draws + 0.5 * RULE_PRIOR_GAMES
+    games = wins + draws + losses + RULE_PRIOR_GAMES
+    return newton_elo(
+        rating,
+        jnp.full((1,), RULE_ELO, jnp.float32),
+        points[None],
+        games[None],
+        damping_games,
+        iterations=ELO_ITERATIONS,
+    )
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -121,6 +163,7 @@ class SelfPlay(Feature):
             next_slot=jnp.zeros((), jnp.int32),
             results=jnp.zeros((size, 3), jnp.float32),
             elo=jnp.full((size,), RULE_ELO, jnp.float32),
+            rule_results=jnp.zeros((3,), jnp.float32),
             learner_elo=jnp.asarray(RULE_ELO, jnp.float32),
             snapshots=jnp.zeros((), jnp.int32),
         )
@@ -160,24 +203,20 @@ class SelfPlay(Feature):
         size = config.pool_size
         on = self.switched_on(result.plan)
         active = total(on.any().astype(jnp.int32), layout.axis) > 0
-        k = config.elo_k
 
-        # Pool games of this rollout (pure matches only, see jaxrl.match).
+        # Pool games of this rollout (pure matches only, see jaxrl.match): PFSP's counts.
         slot_results = result.slot_results[:size]
         games = slot_results.sum(-1)
-        score = slot_results[:, 0] + 0.5 * slot_results[:, 1]
-        pool_delta = batch_elo(state.learner_elo, state.elo, score, games, k)
-        # RulePolicy games: the rule group's matches, learner against a fixed 1500.
+        results = state.results * config.result_decay + slot_results
+        # RulePolicy games: the rule group's matches, the learner's rating.
         rule = masked_sums(
             result.sums,
             self._group_mask(layout.latest_envs, layout.pool_start, on),
             layout.axis,
         )
-        rule_score = rule.outcome_sums["win"] + 0.5 * rule.outcome_sums["draw"]
-        rule_delta = batch_elo(state.learner_elo, RULE_ELO, rule_score, rule.matches, k)
-        learner_elo = state.learner_elo + pool_delta.sum() + rule_delta
-        slot_elo = state.elo - pool_delta
-        results = state.results * config.result_decay + slot_results
+        outcomes = jnp.stack([rule.outcome_sums[name] for name in ("win", "draw", "loss")])
+        rule_results = state.rule_results * config.result_decay + outcomes
+        learner_elo = learner_rating(state.learner_elo, rule_results, config.elo_damping_games)
 
         # A snapshot every snapshot_every updates while self-play is on.
         due = active & (result.update_step % config.snapshot_every == 0)
@@ -197,7 +236,8 @@ class SelfPlay(Feature):
             ),
             next_slot=jnp.where(due, (slot + 1) % size, slot),
             results=results.at[slot].set(jnp.where(due, 0.0, results[slot])),
-            elo=slot_elo.at[slot].set(jnp.where(due, learner_elo, slot_elo[slot])),
+            elo=state.elo.at[slot].set(jnp.where(due, learner_elo, state.elo[slot])),
+            rule_results=rule_results,
             learner_elo=learner_elo,
             snapshots=state.snapshots + due.astype(jnp.int32),
         )

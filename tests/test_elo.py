@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.elo import bootstrap_elo, elo_from_score, elo_update, expected_score, fit_elo
+from jaxrl.elo import bootstrap_elo, elo_from_score, expected_score, fit_elo, newton_elo
 
 TRUE_RATINGS = np.array([1500.0, 1250.0, 1620.0, 1800.0, 2000.0, 1400.0])  # index 0: the anchor
 
@@ -119,43 +119,117 @@ def test_elo_from_score_under_jit_is_finite_with_finite_gradients():
     assert grads[2] > 0.0
 
 
-# ----------------------------------------------------------------------------- elo_update
+# ----------------------------------------------------------------------------- newton_elo
+
+LN10_OVER_400 = np.log(10.0) / 400.0
 
 
-def test_elo_update_is_zero_sum_in_a_batch():
-    key_a, key_b, key_score = jax.random.split(jax.random.key(0), 3)
-    rating_a = 1500.0 + 300.0 * jax.random.normal(key_a, (64,))
-    rating_b = 1500.0 + 300.0 * jax.random.normal(key_b, (64,))
-    score_a = jax.random.choice(key_score, jnp.array([0.0, 0.5, 1.0]), (64,))
-    new_a, new_b = elo_update(rating_a, rating_b, score_a, 32.0)
-    assert new_a.shape == new_b.shape == (64,)
-    np.testing.assert_allclose(new_a + new_b, rating_a + rating_b, atol=1e-3)
-    assert np.abs(np.asarray(new_a - rating_a)).max() > 1.0  # something did move
+def test_newton_elo_single_step_by_hand():
+    # Equals, 7 points of 10 games, damping worth 4 games: gradient 7 - 10 / 2 = 2, curvature
+    # 10 / 4 + 4 / 4 = 3.5, step 2 / 3.5 natural units = (4 / 7) * 400 / ln(10) Elo.
+    new = newton_elo(jnp.float32(1500.0), jnp.array([1500.0]), jnp.array([7.0]), [10.0], 4.0, 1)
+    assert new.dtype == jnp.float32
+    np.testing.assert_allclose(new, 1500.0 + (4.0 / 7.0) / LN10_OVER_400, atol=1e-3)  # 1599.27
+    # Two opponents 200 apart, no damping: p = E(1600, 1400) = 0.7597 and 1 - p against 1800.
+    p = 1.0 / (1.0 + 10.0 ** (-0.5))
+    gradient = (3.0 - 4.0 * p) + (1.0 - 4.0 * (1.0 - p))
+    curvature = 8.0 * p * (1.0 - p)
+    new = newton_elo(jnp.float32(1600.0), jnp.array([1400.0, 1800.0]), [3.0, 1.0], [4.0, 4.0])
+    one = newton_elo(jnp.float32(1600.0), [1400.0, 1800.0], [3.0, 1.0], [4.0, 4.0], 0.0, 1)
+    np.testing.assert_allclose(one, 1600.0 + gradient / curvature / LN10_OVER_400, atol=1e-3)
+    # Converged: the plain maximum-likelihood rating, where expected points equal the points.
+    expected = 4.0 * (_p_win(np.array([float(new), 1400.0, 1800.0]))[0, 1:]).sum()
+    np.testing.assert_allclose(expected, 4.0, atol=1e-4)
 
 
-def test_elo_update_draw_between_equals_changes_nothing():
-    new_a, new_b = elo_update(1500.0, 1500.0, 0.5, 32.0)
-    assert float(new_a) == 1500.0 and float(new_b) == 1500.0
+def test_newton_elo_clips_the_step_and_keeps_the_rating_without_games():
+    # A rating 2500 above its opponent that only draws: Newton's step would be huge.
+    new = newton_elo(jnp.float32(4000.0), [1500.0], [50.0], [100.0], 0.0, 1, max_step=400.0)
+    np.testing.assert_allclose(new, 3600.0)
+    same = newton_elo(jnp.float32(1777.0), [1500.0, 1600.0], [0.0, 0.0], [0.0, 0.0], 8.0)
+    np.testing.assert_allclose(same, 1777.0)
 
 
-@pytest.mark.parametrize("score_a", [1.0, 0.5, 0.0])
-def test_elo_update_moves_by_k_times_surprise(score_a):
-    k = 24.0
-    expected = 1.0 / (1.0 + 10.0 ** ((1400.0 - 1600.0) / 400.0))  # 0.7597
-    new_a, new_b = elo_update(np.float64(1600.0), np.float64(1400.0), score_a, k)
-    np.testing.assert_allclose(new_a, 1600.0 + k * (score_a - expected), atol=1e-3)
-    np.testing.assert_allclose(new_b, 1400.0 - k * (score_a - expected), atol=1e-3)
-
-
-def test_elo_update_under_jit_matches_eager():
-    rating_a = np.array([1500.0, 1700.0, 1200.0], np.float32)
-    rating_b = np.array([1500.0, 1300.0, 1900.0], np.float32)
-    score_a = np.array([1.0, 0.0, 0.5], np.float32)
-    jitted = jax.jit(elo_update)(rating_a, rating_b, score_a, 16.0)
-    eager = elo_update(rating_a, rating_b, score_a, 16.0)
-    assert all(isinstance(x, jax.Array) for x in jitted)
+def test_newton_elo_under_jit_and_vmap_matches_eager():
+    rating = jnp.array([1500.0, 1900.0, 1200.0], jnp.float32)
+    opponent = jnp.array([[1500.0, 1700.0], [1500.0, 2100.0], [1500.0, 1300.0]], jnp.float32)
+    points = jnp.array([[3.0, 1.5], [9.0, 0.0], [0.5, 4.0]], jnp.float32)
+    games = jnp.array([[4.0, 3.0], [10.0, 2.0], [6.0, 4.0]], jnp.float32)
+    eager = newton_elo(rating, opponent, points, games, 16.0)
+    jitted = jax.jit(newton_elo, static_argnums=5)(rating, opponent, points, games, 16.0, 4)
+    mapped = jax.vmap(newton_elo, in_axes=(0, 0, 0, 0, None))(rating, opponent, points, games, 16.0)
+    assert eager.shape == (3,) and jitted.dtype == jnp.float32
     np.testing.assert_allclose(jitted, eager, rtol=1e-6)
-    np.testing.assert_allclose(jitted[0][0], 1508.0, atol=1e-3)  # win between equals: +k/2
+    np.testing.assert_allclose(mapped, eager, rtol=1e-6)
+
+
+def _updates(true, opponent, games_per_update, start, updates, decay=0.98, seed=None):
+    """The rating after each of ``updates`` updates of ``games_per_update`` games.
+
+    Games are spread evenly over ``opponent``; each update's counts are the expected ones
+    (``seed`` None) or multinomial draws with 10% draws, added to counts decayed by ``decay``.
+    """
+    opponent = np.asarray(opponent, float)
+    p = _p_win(np.concatenate([[true], opponent]))[0, 1:]
+    share = np.minimum(0.1, 2.0 * np.minimum(p, 1.0 - p))
+    probs = np.stack([p - share / 2, share, 1 - p - share / 2], axis=-1)
+    rng = np.random.default_rng(seed)
+    step = jax.jit(lambda r, pts, n: newton_elo(r, jnp.float32(opponent), pts, n, 16.0))
+    points, games = np.zeros(len(opponent)), np.zeros(len(opponent))
+    rating, history = jnp.float32(start), []
+    for _ in range(updates):
+        if seed is None:
+            new_games = np.full(len(opponent), games_per_update / len(opponent))
+            new_points = new_games * p
+        else:
+            per = rng.multinomial(games_per_update, np.full(len(opponent), 1 / len(opponent)))
+            counts = np.stack([rng.multinomial(n, q) for n, q in zip(per, probs, strict=True)])
+            new_points, new_games = counts[:, 0] + 0.5 * counts[:, 1], counts.sum(-1)
+        points, games = decay * points + new_points, decay * games + new_games
+        rating = step(rating, jnp.float32(points), jnp.float32(games))
+        history.append(float(rating))
+    return np.asarray(history)
+
+
+@pytest.mark.parametrize(
+    ("true", "start", "opponent"),
+    [
+        (1950.0, 1500.0, [1500.0]),  # the league's case: a learner that beats the anchor
+        (1500.0, 4000.0, [1500.0]),  # a far-off start (the old update's 4047 at scale)
+        (2400.0, 1500.0, [1500.0]),  # near-perfect record, little curvature to go on
+        (1800.0, 1500.0, [1500.0, 1700.0, 1900.0, 2100.0]),  # several known opponents
+        (1200.0, 2500.0, [1500.0, 1700.0]),
+    ],
+)
+def test_newton_elo_fixed_point_is_the_true_rating_at_any_number_of_games(true, start, opponent):
+    # Expected counts: the fixed point is the true rating, approached monotonically, whether
+    # 10 or 2,000 games arrive per update.
+    direction = np.sign(true - start)
+    for games_per_update in (10, 2000):
+        history = _updates(true, opponent, games_per_update, start, updates=300)
+        np.testing.assert_allclose(history[-1], true, atol=0.05)
+        assert (direction * np.diff(history)).min() > -0.05  # monotone (float32 round-off)
+        assert (direction * (history - true)).max() < 0.05  # never past the true rating
+    # More games per update converge in fewer updates (at most a few at 2,000).
+    fast = _updates(true, opponent, 2000, start, updates=6)
+    assert abs(fast[-1] - true) < 2.0
+
+
+@pytest.mark.parametrize("games_per_update", [10, 2000])
+def test_newton_elo_sampled_results_converge_without_oscillation(games_per_update):
+    # Sampled games, five seeds: the rating settles at the true one within its noise, and an
+    # early overshoot (noise of the first few games, damped) stays bounded.
+    true, start = 1950.0, 1500.0
+    for seed in range(5):
+        history = _updates(true, [1500.0], games_per_update, start, updates=200, seed=seed)
+        late = history[100:]
+        if games_per_update == 10:  # ~500 games in the decayed counts, noise ~30 Elo
+            assert abs(late.mean() - true) < 40.0
+            assert history.max() < true + 250.0 and history.min() > start - 50.0
+        else:  # ~100,000 games: a few Elo
+            assert abs(late.mean() - true) < 3.0 and np.abs(late - true).max() < 15.0
+            assert history.max() < true + 25.0  # no overshoot beyond the noise
+            assert np.abs(history[3:] - true).max() < 25.0  # there within a few updates
 
 
 # ----------------------------------------------------------------------------- fit_elo

@@ -20,9 +20,16 @@ from jaxrl.acting import PolicyParams, act
 from jaxrl.checkpoint import Checkpointer, PolicyState
 from jaxrl.config import ConfigError, config_from_dict
 from jaxrl.curriculum import replay_ranks
-from jaxrl.elo import elo_from_score
+from jaxrl.elo import elo_from_score, expected_score
 from jaxrl.match import NETWORK
-from jaxrl.selfplay import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
+from jaxrl.selfplay import (
+    RULE_ELO,
+    SelfPlayState,
+    learner_rating,
+    pfsp_probs,
+    pfsp_weights,
+    win_rates,
+)
 from jaxrl.setup import make_setup
 from jaxrl.train import run_summary, train
 from jaxrl.train_step import init_runner_state, make_plan, train_chunk
@@ -84,6 +91,74 @@ def test_pfsp_falls_back_to_uniform_and_to_the_current_policy():
     )
     with pytest.raises(ValueError, match="pfsp mode"):
         pfsp_weights(jnp.zeros(2), "greedy")
+
+
+# ----------------------------------------------------------------------------- rating
+
+
+def test_learner_rating_by_hand():
+    # 6 wins, 2 draws, 2 losses against the rule, plus the 1/2 virtual draw: 7.25 points of
+    # 10.5 games; a prior worth 16 games between equals on 1500. The new rating maximises
+    # 7.25 log s(x) + 3.25 log s(-x) - 16 / 8 x^2 (x in natural units), found here on a grid.
+    x = np.linspace(0.0, 1.0, 1_000_001)
+    log_sigmoid = -np.logaddexp(0.0, -x)
+    objective = 7.25 * log_sigmoid + 3.25 * (log_sigmoid - x) - 2.0 * x**2
+    best = RULE_ELO + x[np.argmax(objective)] * 400.0 / np.log(10.0)  # 1625.6
+    rating = learner_rating(jnp.float32(RULE_ELO), jnp.array([6.0, 2.0, 2.0]), 16.0)
+    assert rating.dtype == jnp.float32 and rating.shape == ()
+    np.testing.assert_allclose(rating, best, atol=0.01)
+
+
+def _league_ratings(true, games_per_update, updates, seed=None, decay=0.98):
+    """``selfplay/elo`` after each update of a learner of rating ``true`` against the rule.
+
+    Each update adds ``games_per_update`` games to the decayed counts: the expected wins,
+    draws and losses (``seed`` None, 10% draws) or a multinomial draw of them.
+    """
+    p = float(expected_score(true, RULE_ELO))
+    probs = np.array([p - 0.05, 0.1, 1.0 - p - 0.05])
+    rng = np.random.default_rng(seed)
+    step = jax.jit(lambda rating, results: learner_rating(rating, results, 16.0))
+    rating, results, history = jnp.float32(RULE_ELO), np.zeros(3), []
+    for _ in range(updates):
+        new = games_per_update * probs if seed is None else rng.multinomial(games_per_update, probs)
+        results = decay * results + new
+        rating = step(rating, jnp.float32(results))
+        history.append(float(rating))
+    return np.asarray(history)
+
+
+@pytest.mark.parametrize("games_per_update", [10, 2000])
+def test_learner_rating_converges_without_oscillation(games_per_update):
+    true = 1950.0  # what the tournament gave the 1v1 agent of issue 19
+    expected = _league_ratings(true, games_per_update, updates=300)
+    assert np.diff(expected).min() > -0.05  # monotone up to float32 round-off
+    assert expected.max() < true + 0.05
+    assert abs(expected[-1] - true) < 2.0  # the 1/2 virtual draw pulls ~1 Elo at 10 a round
+    for seed in range(3):
+        sampled = _league_ratings(true, games_per_update, updates=200, seed=seed)
+        late = sampled[100:]
+        if games_per_update == 10:  # ~500 games in the decayed counts: noise ~30 Elo
+            assert abs(late.mean() - true) < 40.0 and sampled.max() < true + 250.0
+        else:  # the old K update went to 4047 (peak 8494) here
+            assert np.abs(sampled[5:] - true).max() < 20.0 and sampled.max() < true + 20.0
+
+
+def test_learner_rating_fixed_point_does_not_depend_on_games_per_update():
+    few, many = (_league_ratings(1700.0, n, updates=400)[-1] for n in (10, 2000))
+    assert abs(few - many) < 1.0 and abs(many - 1700.0) < 0.1
+
+
+def test_learner_rating_is_carried_in_graph(chunks):
+    _, runner, history = chunks
+    state = runner.features["selfplay"]
+    assert float(state.rule_results.sum()) > 0  # rule matches counted during the league
+    elo = [float(h["metrics"]["selfplay/elo"]) for h in history]
+    assert elo[-1] == float(state.learner_elo)
+    assert all(np.isfinite(e) and abs(e - RULE_ELO) < 800.0 for e in elo)
+    # Each snapshot holds the learner's rating when it was taken (a finite, sane one).
+    snapshot_elo = np.asarray(state.elo)[np.asarray(state.filled)]
+    assert snapshot_elo.size == 3 and (np.abs(snapshot_elo - RULE_ELO) < 800.0).all()
 
 
 # ----------------------------------------------------------------------------- in-graph pool
