@@ -297,6 +297,9 @@ def _check_keys(cls: type, data: Any, prefix: str) -> None:
                 raise ConfigError(f"config key {prefix}{key}: expected a list, got {value!r}")
             for i, item in enumerate(value):
                 _check_keys(item_cls, item, f"{prefix}{key}[{i}].")
+        elif sub_name.startswith("tuple[") and not isinstance(value, (list, tuple)):
+            # dacite would cast a string to a tuple of its characters
+            raise ConfigError(f"config key {prefix}{key}: expected a list, got {value!r}")
         elif _numeric(sub_name) and _has_bool(value):
             # YAML true/false are ints to Python (and to dacite); never a valid number here.
             raise ConfigError(f"config key {prefix}{key}: expected {sub_name}, got {value!r}")
@@ -417,6 +420,9 @@ def _yaml_column(err: yaml.YAMLError) -> str:
 
 
 def _type_name(tp: Any) -> str:
+    args = getattr(tp, "__args__", None)
+    if getattr(tp, "__origin__", None) is tuple and args:
+        return f"a list of {_type_name(args[0])}"  # tuple[int, ...]: a YAML list of ints
     return getattr(tp, "__name__", str(tp))
 
 

@@ -100,6 +100,78 @@ def test_float_spellings(tmp_path, raw, want):
         assert config.ppo.lr == pytest.approx(want)
 
 
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [("1e5", 100_000), ("2.5e+4", 25_000), ("100000.0", 100_000), ("3E3", 3_000)],
+)
+def test_whole_number_spellings_for_int_keys(tmp_path, raw, want):
+    # "1e5" is a string to PyYAML and "2.5e+4" a float: both are whole, both fit an int key.
+    for config in (
+        load_config(_write(tmp_path, f"train:\n  total_steps: {raw}\n")),
+        load_config(None, [f"train.total_steps={raw}"]),
+    ):
+        assert config.train.total_steps == want and type(config.train.total_steps) is int
+
+
+@pytest.mark.parametrize("raw", ["1.5e0", "2.5", "1e-3", "nan", "inf"])
+def test_fractional_number_for_int_key_is_one_line(raw):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [f"train.total_steps={raw}"])
+    message = str(err.value)
+    assert message.startswith("config key train.total_steps: expected a whole number, got ")
+    assert "\n" not in message
+
+
+def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys):
+    from jaxrl.train import main  # noqa: PLC0415
+
+    # Line 3, column 14: the second ':' on "  num_envs: 4: 5".
+    path = _write(tmp_path, "env:\n  name: CartPole-v1\n  num_envs: 4: 5\n")
+    assert main(["--config", str(path), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err == f"config error: {path}:3:14: not valid YAML: mapping values are not allowed here\n"
+    )
+    # An unclosed list: the error points where it was found and where the list starts.
+    path = _write(tmp_path, "env:\n  name: [CartPole\nppo:\n  lr: 1\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}:3:4: not valid YAML: expected ',' or ']'")
+    assert str(info.value).endswith(
+        "(while parsing a flow sequence that starts at line 2, column 9)"
+    )
+
+
+def test_unparsable_override_is_one_line_naming_it(tmp_path, capsys):
+    from jaxrl.train import main  # noqa: PLC0415
+
+    argv = ["--config", str(CONFIG_DIR / "cartpole.yaml"), "network.hidden_sizes=[64,64"]
+    assert main([*argv, "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(
+        "config error: override 'network.hidden_sizes=[64,64': the value is not valid YAML ("
+    )
+    assert "at column 7 of '[64,64'" in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("network.hidden_sizes=abc", "config key network.hidden_sizes: expected a list, got 'abc'"),
+        ("network.hidden_sizes=[8, 2.5]", "network.hidden_sizes: expected a list of int"),
+    ],
+)
+def test_list_key_refuses_a_scalar(override, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, [override])
+
+
+def test_config_error_is_always_one_line():
+    assert str(ConfigError("env.kwargs: bad\n  value\n\nhere")) == "env.kwargs: bad value here"
+
+
 def test_int_for_float_gamma():
     config = load_config(None, ["ppo.gamma=1", "ppo.gae_lambda=0"])
     assert config.ppo.gamma == 1.0 and isinstance(config.ppo.gamma, float)
