@@ -5,6 +5,14 @@
 
 The host loop only runs between compiled chunks: it reads the chunk's scalar metrics,
 writes TensorBoard scalars, updates the progress bar and saves checkpoints.
+
+Interrupts (SIGINT, i.e. Ctrl-C, or SIGTERM, as schedulers send): the first one lets the
+chunk in flight finish, checkpoints it and exits ``128 + signal`` (130 for Ctrl-C) saying
+which update was saved; a second one aborts at once. Before the first chunk starts (setup,
+compile) an interrupt stops at once: nothing was trained, nothing is saved, and
+``--resume DIR`` later starts the run from update 0 with its saved config. The compile and
+each chunk run on a worker thread so that the main thread, where Python runs signal
+handlers, is never stuck in XLA.
 """
 
 from __future__ import annotations
@@ -20,9 +28,14 @@ import argparse
 import dataclasses
 import datetime
 import math
+import os
 import shutil
+import signal
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +62,117 @@ class TrainingError(RuntimeError):
     """Training cannot go on (non-finite updates, a refused run directory, ...)."""
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """A signal stopped training; :attr:`message` says what was saved and how to go on.
+
+    A ``KeyboardInterrupt``, so that code catching Ctrl-C around :func:`train` still does.
+    """
+
+    def __init__(
+        self, signum: int, run_dir: Path, saved: int | None, *, graceful: bool, trained: bool
+    ):
+        super().__init__(signum)
+        self.signum = signum  # the signal that stopped the run (the exit status is 128 + it)
+        self.run_dir = run_dir
+        self.saved = saved  # newest checkpointed update, None: no checkpoint at all
+        self.graceful = graceful  # True: the chunk in flight was finished and saved
+        self.trained = trained  # False: stopped before any chunk of this process ran
+
+    @property
+    def message(self) -> str:
+        """One line: what happened, what is on disk, the command that goes on."""
+        name = signal.Signals(self.signum).name
+        resume = f"resume with --resume {self.run_dir}"
+        if self.graceful:
+            return f"{name}: saved update {self.saved}; {resume}"
+        if not self.trained and self.saved is None:
+            return (
+                f"{name} before training started: nothing trained, nothing saved; "
+                f"--resume {self.run_dir} starts it from update 0 with its saved config, "
+                f"or delete {self.run_dir}"
+            )
+        if not self.trained:
+            return f"{name} before training went on: checkpoint update {self.saved} kept; {resume}"
+        last = (
+            f"last checkpoint update {self.saved}; {resume}"
+            if self.saved is not None
+            else f"no checkpoint; --resume {self.run_dir} starts from update 0"
+        )
+        return f"{name} again: aborted, the chunk in flight is lost; {last}"
+
+
+class _Signals:
+    """SIGINT/SIGTERM handlers for the time :func:`train` runs (main thread only).
+
+    Before :attr:`training` is set (setup, compile) a signal raises ``KeyboardInterrupt`` at
+    once. While training, the first one only sets :attr:`signum` (the loop stops after the
+    chunk in flight) and a second raises. A signal the process ignores (``nohup``, a
+    background job) stays ignored.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None  # first signal received
+        self.training = False
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Signals:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        del frame
+        first = self.signum is None
+        self.signum = signum if first else self.signum
+        if first and self.training:
+            name = signal.Signals(signum).name
+            tqdm.write(
+                f"{name}: finishing the chunk in flight, then saving it; {name} again aborts",
+                file=sys.stderr,
+            )
+            return
+        raise KeyboardInterrupt
+
+
+def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a worker thread while the main thread waits, able to run handlers.
+
+    Python runs a signal handler only when the main thread executes bytecode, and an XLA
+    compile or a running chunk holds it in C++ for seconds to minutes. A wait on an
+    ``Event`` is interrupted by signals (POSIX), so the handler runs at once; if it raises,
+    the worker is left to finish on its own (a daemon: it does not hold the exit).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box["value"] = fn(*args)
+        except BaseException as err:  # noqa: BLE001 - re-raised on the main thread
+            box["error"] = err
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="jaxrl-worker", daemon=True).start()
+    done.wait()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def worker_busy() -> bool:
+    """Whether a compile or chunk abandoned by an interrupt still runs (exit with os._exit)."""
+    return any(t.name == "jaxrl-worker" and t.is_alive() for t in threading.enumerate())
+
+
 @dataclasses.dataclass
 class TrainResult:
     """What a finished (or stopped) run returns to Python callers."""
@@ -56,7 +180,7 @@ class TrainResult:
     runner: RunnerState
     history: list[dict[str, float]]  # one row per chunk: env_steps, update, scalars
     compile_s: float  # seconds to compile the chunk step
-    sps: float  # agent steps per second after compile, over the whole run
+    sps: float  # env steps per second of one member (perf/sps), after compile, whole run
     run_dir: Path
 
 
@@ -103,6 +227,9 @@ def run_summary(
         else "; one device trains"
     )
     on = lambda flag: "on" if flag else "off"  # noqa: E731
+    every = config.checkpoint.every_updates
+    saves = f"every {every} updates and at the end" if every else "at the end only"
+    many = setup.members.count > 1
     lines = [
         f"jaxrl on jax {jax.__version__}",
         f"  run dir      {run_dir}",
@@ -125,8 +252,10 @@ def run_summary(
         f"  features     obs norm {on(env.normalize_obs)}, lr anneal {on(ppo.anneal_lr)}, "
         f"value clip {on(ppo.clip_value)}, adv norm {on(ppo.normalize_advantages)}, "
         f"reward scale {ppo.reward_scale:g}",
-        f"  checkpoints  every {config.checkpoint.every_updates or 'end only'} updates, "
-        f"keep {config.checkpoint.keep}",
+        f"  checkpoints  {saves}, keep the last {config.checkpoint.keep}; "
+        "Ctrl-C or SIGTERM saves the chunk in flight",
+        f"  speed        env steps/s{' of one member (as perf/sps)' if many else ''} over each "
+        "chunk, after compile",
     ]
     members = setup.members
     if members.count > 1:
@@ -156,6 +285,17 @@ def _params_finite(runner: RunnerState) -> bool:
     return bool(jnp.all(jnp.array([jnp.isfinite(x).all() for x in leaves])))
 
 
+def saved_update(run_dir: str | Path) -> int | None:
+    """The newest checkpointed update of a run directory, or None (no checkpoint yet)."""
+    if not (Path(run_dir) / "checkpoints").is_dir():
+        return None
+    checkpointer = Checkpointer(run_dir, create=False)
+    try:
+        return checkpointer.latest_step()
+    finally:
+        checkpointer.close()
+
+
 def train(
     config: Config | None = None,
     run_dir: str | Path | None = None,
@@ -167,46 +307,85 @@ def train(
 ) -> TrainResult:
     """Train (or resume) a run; the Python API behind ``python -m jaxrl.train``.
 
+    Called on the main thread it handles SIGINT and SIGTERM as the module docstring says,
+    raising :class:`TrainingInterrupted` once the chunk in flight is saved (or at once).
+
     Args:
       config: the run's config (ignored when resuming: the saved ``config.yaml`` is used).
       run_dir: where config, TensorBoard events and checkpoints go.
-      resume: continue the run in ``run_dir`` from its latest checkpoint.
+      resume: continue the run in ``run_dir`` from its latest checkpoint (from update 0 if
+        it has none yet). A run already complete is restored and returned untrained.
       overwrite: replace an existing run in ``run_dir``.
       config_path: only used to name a default run directory.
       quiet: no summary, no progress bar.
 
     Raises:
       ConfigError, CheckpointError, TrainingError: with a one-line message.
+      TrainingInterrupted: a signal stopped the run; its ``message`` is one line.
     """
-    if resume:
-        if run_dir is None:
+    if run_dir is None:
+        if resume:
             raise TrainingError("resume needs a run directory")
-        run_dir = Path(run_dir)
-        if not (run_dir / "config.yaml").is_file():
-            raise CheckpointError(f"cannot resume {run_dir}: it has no config.yaml")
-        config = load_config(run_dir / "config.yaml")
-    else:
-        config = config or Config()
-        if run_dir is None and jax.process_count() > 1:
+        if jax.process_count() > 1:
             raise TrainingError(
                 "a run of several processes needs --run-dir (the same shared path on every process)"
             )
-        run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config_path)
+        run_dir = default_run_dir(config_path)
+    run_dir = Path(run_dir)
+    with _Signals() as signals:
+        try:
+            return _train(config, run_dir, resume, overwrite, quiet, signals)
+        except TrainingInterrupted:
+            raise
+        except KeyboardInterrupt:
+            raise TrainingInterrupted(
+                signals.signum or signal.SIGINT,
+                run_dir,
+                saved_update(run_dir),
+                graceful=False,
+                trained=signals.training,
+            ) from None
+
+
+def _train(
+    config: Config | None,
+    run_dir: Path,
+    resume: bool,
+    overwrite: bool,
+    quiet: bool,
+    signals: _Signals,
+) -> TrainResult:
+    saved = None
+    if resume:
+        if not (run_dir / "config.yaml").is_file():
+            raise CheckpointError(f"cannot resume {run_dir}: it has no config.yaml")
+        config = load_config(run_dir / "config.yaml")
+        saved = saved_update(run_dir)
+    else:
+        config = config or Config()
         prepare_run_dir(run_dir, overwrite)
         if is_main_process():
             save_config(config, run_dir / "config.yaml")
 
     setup = make_setup(config)
     runner = init_run(setup)
-    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=not resume)
-    if resume:
+    # A run interrupted before its first checkpoint resumes from update 0 (nothing to restore).
+    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=saved is None)
+    if saved is not None:
         runner, meta = checkpointer.restore(runner)
         _check_resume_devices(setup, meta.get("devices"))
     start_update = int(np.max(jax.device_get(runner.update_step)))
     main = is_main_process()
     quiet = quiet or not main  # the other processes train silently
+    if saved is not None and start_update >= config.num_updates:
+        checkpointer.close()
+        if not quiet:
+            print(complete_message(run_dir, start_update, config), flush=True)
+        return TrainResult(runner=runner, history=[], compile_s=0.0, sps=0.0, run_dir=run_dir)
     if not quiet:
         print(run_summary(config, setup, run_dir, start_update, runner.features), flush=True)
+        if resume and saved is None:
+            print(f"  (no checkpoint in {run_dir} yet: starting at update 0)", flush=True)
 
     members = setup.members
     if not main:
@@ -216,11 +395,19 @@ def train(
     else:  # one TensorBoard run per member, readable on its own
         loggers = [Logger(run_dir / name) for name in members.names]
     try:
-        return _loop(config, setup, runner, checkpointer, loggers, run_dir, quiet)
+        return _loop(config, setup, runner, checkpointer, loggers, run_dir, quiet, signals)
     finally:
         for logger in loggers:
             logger.close()
         checkpointer.close()
+
+
+def complete_message(run_dir: Path, update: int, config: Config) -> str:
+    """The one line ``--resume`` prints for a run that has nothing left to train."""
+    return (
+        f"run {run_dir} is complete: update {update} of {config.num_updates} "
+        f"({update * config.batch_size:,} env steps) is saved; nothing to train"
+    )
 
 
 def _check_resume_devices(setup: Setup, saved: int | None) -> None:
@@ -250,6 +437,32 @@ def _member_rows(metrics: dict, count: int) -> list[dict[str, float]]:
     return [chunk_scalars({tag: value[i] for tag, value in metrics.items()}) for i in range(count)]
 
 
+def _compile(setup: Setup, runner: RunnerState) -> Callable:
+    """The chunk step compiled for ``runner``'s shapes (run on the worker thread)."""
+    return make_train_step(setup).lower(runner).compile()
+
+
+def _run_chunk(step_fn: Callable, runner: RunnerState) -> tuple[RunnerState, Any, Any, Any]:
+    """One compiled chunk and its one device-to-host transfer (run on the worker thread).
+
+    Returns ``(runner, metrics, update_step, nonfinite_streak)``, the last three on the host.
+    """
+    runner, metrics = step_fn(runner)
+    metrics, updates, streaks = jax.device_get(
+        (metrics, runner.update_step, runner.nonfinite_streak)
+    )
+    return runner, metrics, updates, streaks
+
+
+def _any_process(flag: bool) -> bool:
+    """``flag`` of any process: a signal to one process stops all of them at the same chunk."""
+    if jax.process_count() == 1:
+        return flag
+    from jax.experimental import multihost_utils  # noqa: PLC0415
+
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
+
+
 def _loop(
     config: Config,
     setup: Setup,
@@ -258,14 +471,16 @@ def _loop(
     loggers: list[Logger],
     run_dir: Path,
     quiet: bool,
+    signals: _Signals,
 ) -> TrainResult:
     batch = config.batch_size
     every = config.checkpoint.every_updates
     limit = config.train.max_nonfinite_updates
     names = setup.members.names
     t0 = time.perf_counter()
-    step_fn = make_train_step(setup).lower(runner).compile()
+    step_fn = _in_worker(_compile, setup, runner)
     compile_s = time.perf_counter() - t0
+    signals.training = True  # from here a first signal lets the chunk in flight finish
 
     def progress(updates, streaks) -> tuple[np.ndarray, np.ndarray]:
         """Per-member update counts and non-finite streaks as int arrays ``[R]``."""
@@ -278,93 +493,99 @@ def _loop(
     last_saved = checkpointer.latest_step() or 0
     history: list[dict] = []
     stopped: dict[str, int] = {}  # member -> update at which its NaN streak stopped it
+    per_member = " per member" if len(names) > 1 else ""
     bar = tqdm(
         total=config.num_updates * batch,
         initial=update * batch,
         unit="step",
         unit_scale=True,
         dynamic_ncols=True,
+        # One speed: perf/sps of a member over the last chunk (tqdm's own rate left out).
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
         disable=quiet or not config.train.progress_bar,
     )
-    train_s, trained_steps = 0.0, 0
+    train_s, trained_steps = 0.0, 0  # trained_steps: env steps of one member
     recent_return = math.nan
-    while update < config.num_updates:
-        t_chunk = time.perf_counter()
-        runner, metrics = step_fn(runner)
-        # One device-to-host transfer per chunk; the scalars are read from host copies.
-        metrics, new_updates, streaks = jax.device_get(
-            (metrics, runner.update_step, runner.nonfinite_streak)
-        )
-        new_updates, streaks = progress(new_updates, streaks)
-        chunk_s = time.perf_counter() - t_chunk
-        steps = int((new_updates - updates).sum()) * batch  # agent steps of all members
-        train_s += chunk_s
-        trained_steps += steps
-        rows = _member_rows(metrics, len(names))
-        for logger, row, done, before in zip(loggers, rows, new_updates, updates, strict=True):
-            member_steps = int(done - before) * batch
-            row["perf/sps"] = member_steps / chunk_s if member_steps else 0.0
-            logger.scalars(int(done) * batch, row)
-        new_update = int(new_updates.max())
-        if len(rows) == 1:
-            history.append({"env_steps": new_update * batch, "update": new_update, **rows[0]})
-        else:
-            merged = {tag: [row[tag] for row in rows] for tag in rows[0]}
-            history.append({"env_steps": new_update * batch, "update": new_update, **merged})
-        returns = [row["rollout/episode_return"] for row in rows]
-        if not all(math.isnan(r) for r in returns):
-            recent_return = float(np.nanmean(returns))
-        bar.update((new_update - update) * batch)
-        bar.set_postfix(sps=f"{steps / chunk_s:.3g}", ret=f"{recent_return:.4g}")
 
-        for name, streak, done in zip(names, streaks, new_updates, strict=True):
-            if streak >= limit and name not in stopped:
-                stopped[name] = int(done)
-                if len(names) > 1:
-                    tqdm.write(
-                        f"warning: member {name} stopped after {streak} non-finite updates in a "
-                        f"row at update {int(done)}; the other members go on",
-                        file=sys.stderr,
-                    )
-        if len(stopped) == len(names):
-            bar.close()
-            saved = checkpointer.latest_step()
-            where = f"step {saved} in {checkpointer.directory}" if saved else "none"
-            raise TrainingError(
-                f"training stopped: {int(streaks.max())} non-finite updates in a row at update "
-                f"{new_update} (train.max_nonfinite_updates={limit}); last good checkpoint: "
-                f"{where}"
+    def save(update: int) -> None:
+        if not _params_finite(runner):
+            raise TrainingError(f"refusing to checkpoint non-finite params at update {update}")
+        meta = {"env_steps": update * batch, "wall_s": time.perf_counter() - t0}
+        checkpointer.save(runner, {**meta, "devices": setup.layout.devices}, step=update)
+
+    try:
+        while update < config.num_updates:
+            t_chunk = time.perf_counter()
+            runner, metrics, new_updates, streaks = _in_worker(_run_chunk, step_fn, runner)
+            new_updates, streaks = progress(new_updates, streaks)
+            chunk_s = time.perf_counter() - t_chunk
+            member_steps = int((new_updates - updates).max()) * batch  # env steps of a member
+            train_s += chunk_s
+            trained_steps += member_steps
+            rows = _member_rows(metrics, len(names))
+            for logger, row, done, before in zip(loggers, rows, new_updates, updates, strict=True):
+                steps = int(done - before) * batch
+                row["perf/sps"] = steps / chunk_s if steps else 0.0
+                logger.scalars(int(done) * batch, row)
+            new_update = int(new_updates.max())
+            if len(rows) == 1:
+                history.append({"env_steps": new_update * batch, "update": new_update, **rows[0]})
+            else:
+                merged = {tag: [row[tag] for row in rows] for tag in rows[0]}
+                history.append({"env_steps": new_update * batch, "update": new_update, **merged})
+            returns = [row["rollout/episode_return"] for row in rows]
+            if not all(math.isnan(r) for r in returns):
+                recent_return = float(np.nanmean(returns))
+            bar.update((new_update - update) * batch)
+            bar.set_postfix_str(
+                f"{_si(member_steps / chunk_s)} env steps/s{per_member}, return {recent_return:.4g}"
             )
-        updates, update = new_updates, new_update
-        at_end = update >= config.num_updates or len(stopped) + (
-            updates >= config.num_updates
-        ).sum() >= len(names)
-        due = every > 0 and update // every > last_saved // every
-        if (due or at_end) and update != last_saved:
-            if not _params_finite(runner):
-                raise TrainingError(f"refusing to checkpoint non-finite params at update {update}")
-            checkpointer.save(
-                runner,
-                {
-                    "env_steps": update * batch,
-                    "wall_s": time.perf_counter() - t0,
-                    "devices": setup.layout.devices,
-                },
-                step=update,
-            )
-            last_saved = update
-        if at_end:
-            break
-    bar.close()
+
+            for name, streak, done in zip(names, streaks, new_updates, strict=True):
+                if streak >= limit and name not in stopped:
+                    stopped[name] = int(done)
+                    if len(names) > 1:
+                        tqdm.write(
+                            f"warning: member {name} stopped after {streak} non-finite updates "
+                            f"in a row at update {int(done)}; the other members go on",
+                            file=sys.stderr,
+                        )
+            if len(stopped) == len(names):
+                bar.close()
+                saved = checkpointer.latest_step()
+                where = f"step {saved} in {checkpointer.directory}" if saved else "none"
+                raise TrainingError(
+                    f"training stopped: {int(streaks.max())} non-finite updates in a row at "
+                    f"update {new_update} (train.max_nonfinite_updates={limit}); last good "
+                    f"checkpoint: {where}"
+                )
+            updates, update = new_updates, new_update
+            at_end = update >= config.num_updates or len(stopped) + (
+                updates >= config.num_updates
+            ).sum() >= len(names)
+            stop = not at_end and _any_process(signals.signum is not None)
+            due = every > 0 and update // every > last_saved // every
+            if (due or at_end or stop) and update != last_saved:
+                save(update)
+                last_saved = update
+            if stop:
+                bar.close()  # the message goes on its own line, after the bar's
+                raise TrainingInterrupted(
+                    signals.signum or signal.SIGINT, run_dir, update, graceful=True, trained=True
+                )
+            if at_end:
+                break
+    finally:
+        bar.close()
     jax.block_until_ready(runner)
     sps = trained_steps / train_s if train_s > 0 else 0.0
     if not quiet:
         final = history[-1]["rollout/episode_return"] if history else math.nan
         final = float(np.nanmean(final)) if isinstance(final, list) else final
         print(
-            f"done: {update * batch} steps"
+            f"done: {update * batch:,} env steps"
             + (f" x {len(names)} members" if len(names) > 1 else "")
-            + f", {sps:,.0f} steps/s after {compile_s:.1f} s compile, "
+            + f", {sps:,.0f} env steps/s{per_member} after {compile_s:.1f} s compile, "
             f"last episode return {final:.4g}; run dir {run_dir}",
             flush=True,
         )
@@ -378,6 +599,11 @@ def _loop(
     return TrainResult(
         runner=runner, history=history, compile_s=compile_s, sps=sps, run_dir=run_dir
     )
+
+
+def _si(value: float) -> str:
+    """``213456.0`` -> ``213k`` (three significant digits, SI prefix)."""
+    return tqdm.format_sizeof(value).strip()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -401,7 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the process exit status."""
+    """Entry point; returns the process exit status (``128 + signal`` when interrupted)."""
     args = build_parser().parse_intermixed_args(argv)  # overrides before or after flags
     try:
         join(cluster_from_flags(args.coordinator, args.num_processes, args.process_id))
@@ -411,6 +637,10 @@ def main(argv: list[str] | None = None) -> int:
                     "--resume DIR continues a run with its saved config.yaml; "
                     "it takes no --config, --run-dir or overrides"
                 )
+            complete = _complete_run(Path(args.resume))
+            if complete:
+                print(complete, flush=True)
+                return 0
             train(run_dir=args.resume, resume=True, quiet=args.quiet)
         else:
             if not args.config and not args.overrides:
@@ -429,10 +659,27 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, TrainingError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("interrupted; resume from the last checkpoint with --resume", file=sys.stderr)
+    except TrainingInterrupted as stop:
+        print(stop.message, file=sys.stderr, flush=True)
+        if worker_busy():  # an abandoned compile or chunk would hold up the interpreter's exit
+            sys.stdout.flush()
+            os._exit(128 + stop.signum)
+        return 128 + stop.signum
+    except KeyboardInterrupt:  # before train() took over the signals (argument parsing, join)
+        print("interrupted before training started: nothing saved", file=sys.stderr)
         return 130
     return 0
+
+
+def _complete_run(run_dir: Path) -> str | None:
+    """The line to print if the run in ``run_dir`` has trained all its updates, else None."""
+    if not (run_dir / "config.yaml").is_file():
+        return None  # train() says what is missing
+    config = load_config(run_dir / "config.yaml")
+    saved = saved_update(run_dir)
+    if saved is None or saved < config.num_updates:
+        return None
+    return complete_message(run_dir, saved, config)
 
 
 if __name__ == "__main__":

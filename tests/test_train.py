@@ -6,7 +6,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 
 import chex
@@ -162,48 +162,175 @@ def test_evaluate_restores_params(two_runs):
     assert early.step == 8
 
 
-def test_resume_after_sigkill_is_bit_exact(tiny_config, tmp_path, two_runs):
-    """Kill a CLI run mid-way with SIGKILL, resume it, compare with an uninterrupted run."""
-    run_dir = tmp_path / "killed"
-    # Slow each chunk down by making it longer than the tiny config is not needed: we
-    # poll for the first checkpoint and kill right away, before the run can finish.
-    overrides = [o for o in TINY if not o.startswith("train.total_steps")]
+def _held_run(run_dir: Path, where: str, *extra: str) -> subprocess.Popen:
+    """A CLI run of the tiny config held at ``where`` (see ``tests/held_train.py``).
+
+    Its stdout and stderr come through one pipe, line by line.
+    """
     cmd = [
         sys.executable,
-        "-m",
-        "jaxrl.train",
+        str(REPO / "tests" / "held_train.py"),
+        where,
         "--config",
         str(REPO / "configs" / "cartpole.yaml"),
-        *overrides,
-        "train.total_steps=3072",
+        *TINY,
+        *extra,
         "--run-dir",
         str(run_dir),
         "--quiet",
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(cmd, env=env, cwd=REPO)
-    first = run_dir / "checkpoints" / "8"
-    deadline = time.time() + 120
-    while not first.exists() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    saved = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
-    assert saved and saved[-1] < 24, f"the run was not interrupted mid-way: {saved}"
-    resumed = subprocess.run(
-        [sys.executable, "-m", "jaxrl.train", "--resume", str(run_dir), "--quiet"],
-        env=env,
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         cwd=REPO,
-        capture_output=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
-    assert resumed.returncode == 0, resumed.stderr
+    # A guard against a hung child only (it kills, the test then fails); never a sync point.
+    guard = threading.Timer(900, proc.kill)
+    guard.daemon = True
+    guard.start()
+    return proc
+
+
+def _read_until(proc: subprocess.Popen, text: str) -> str:
+    """The child's output up to and including the first line containing ``text``."""
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if text in line:
+            return "".join(seen)
+    raise AssertionError(f"the run ended before printing {text!r}:\n{''.join(seen)}")
+
+
+def _finish(proc: subprocess.Popen) -> tuple[int, str]:
+    out, _ = proc.communicate()
+    return proc.returncode, out
+
+
+def _saved_steps(run_dir: Path) -> list[int]:
+    directory = run_dir / "checkpoints"
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def _final_state(tiny_config, run_dir: Path):
     from jaxrl.checkpoint import Checkpointer  # noqa: PLC0415
 
     setup = make_setup(tiny_config)
     like = init_runner_state(setup, jax.random.key(0))
-    final, _ = Checkpointer(run_dir, create=False).restore(like)
-    reference = two_runs[0].runner
+    checkpointer = Checkpointer(run_dir, create=False)
+    try:
+        return checkpointer.restore(like)[0]
+    finally:
+        checkpointer.close()
+
+
+def _resume_cli(run_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jaxrl.train", "--resume", str(run_dir), "--quiet"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+
+
+def _assert_same_as_uninterrupted(tiny_config, run_dir: Path, reference) -> None:
+    final = _final_state(tiny_config, run_dir)
     assert int(final.update_step) == 24
     assert _leaves_equal(final.params, reference.params)
     assert _leaves_equal(final.opt_state, reference.opt_state)
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_is_bit_exact(tiny_config, tmp_path, two_runs):
+    """SIGKILL a CLI run held in its second chunk (after checkpoint 8), resume, compare."""
+    run_dir = tmp_path / "killed"
+    proc = _held_run(run_dir, "chunk:2")
+    _read_until(proc, "held")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert _saved_steps(run_dir) == [8]
+    resumed = _resume_cli(run_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_same_as_uninterrupted(tiny_config, run_dir, two_runs[0].runner)
+
+
+@pytest.mark.slow
+def test_first_signal_saves_the_chunk_in_flight(tiny_config, tmp_path, two_runs, capsys):
+    """SIGINT during chunk 2 of a run that checkpoints only at its end: update 16 is saved,
+    exit 130; ``--resume`` ends bit-exact with an uninterrupted run, then says it is complete."""
+    run_dir = tmp_path / "interrupted"
+    proc = _held_run(run_dir, "chunk:2", "checkpoint.every_updates=0")
+    _read_until(proc, "held")
+    proc.send_signal(signal.SIGINT)
+    notice = _read_until(proc, "finishing the chunk in flight")
+    assert "SIGINT again aborts" in notice
+    proc.stdin.write("\n")  # release the held chunk
+    proc.stdin.flush()
+    code, out = _finish(proc)
+    assert code == 130, out
+    last = out.strip().splitlines()[-1]
+    assert last == f"SIGINT: saved update 16; resume with --resume {run_dir}"
+    assert _saved_steps(run_dir) == [16]
+
+    resumed = _resume_cli(run_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_same_as_uninterrupted(tiny_config, run_dir, two_runs[0].runner)
+
+    # A finished run: one line, exit 0, and the train step is never compiled.
+    import jaxrl.train as train_module  # noqa: PLC0415
+
+    def no_compile(*args):
+        raise AssertionError("a complete run was compiled")
+
+    original, train_module._compile = train_module._compile, no_compile
+    try:
+        assert train_module.main(["--resume", str(run_dir)]) == 0
+    finally:
+        train_module._compile = original
+    out = capsys.readouterr().out.strip()
+    assert out == f"run {run_dir} is complete: update 24 of 24 (3,072 env steps) is saved; " + (
+        "nothing to train"
+    )
+
+
+@pytest.mark.slow
+def test_second_signal_aborts_at_once(tmp_path):
+    """Two SIGTERMs while chunk 2 is held: the second exits 143 at once (the chunk never ends),
+    nothing is saved (checkpoints only at the end) and the message says so."""
+    run_dir = tmp_path / "aborted"
+    proc = _held_run(run_dir, "chunk:2", "checkpoint.every_updates=0")
+    _read_until(proc, "held")
+    proc.send_signal(signal.SIGTERM)
+    _read_until(proc, "finishing the chunk in flight")
+    proc.send_signal(signal.SIGTERM)  # the chunk is still held: only an abort ends the run
+    code, out = _finish(proc)
+    assert code == 143, out
+    assert out.strip().splitlines()[-1] == (
+        "SIGTERM again: aborted, the chunk in flight is lost; no checkpoint; "
+        f"--resume {run_dir} starts from update 0"
+    )
+    assert _saved_steps(run_dir) == []
+
+
+@pytest.mark.slow
+def test_signal_during_compile_stops_at_once(tiny_config, tmp_path, two_runs):
+    """SIGINT while the compile is held (as a long XLA compile holds a real run): exit 130
+    at once with nothing saved; ``--resume`` then trains the saved config from update 0."""
+    run_dir = tmp_path / "early"
+    proc = _held_run(run_dir, "compile")
+    _read_until(proc, "held")
+    proc.send_signal(signal.SIGINT)  # the compile is never released: only a prompt exit ends
+    code, out = _finish(proc)
+    assert code == 130, out
+    assert out.strip().splitlines()[-1] == (
+        f"SIGINT before training started: nothing trained, nothing saved; --resume {run_dir} "
+        f"starts it from update 0 with its saved config, or delete {run_dir}"
+    )
+    assert not list((run_dir / "checkpoints").iterdir())
+    result = train(run_dir=run_dir, resume=True, quiet=True)
+    assert [row["update"] for row in result.history] == [8, 16, 24]
+    assert _leaves_equal(result.runner.params, two_runs[0].runner.params)
