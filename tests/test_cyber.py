@@ -229,7 +229,7 @@ def test_analyse_remove_restore_update_compromised():
     np.testing.assert_allclose(terms["restore"], -1.0)
 
 
-def test_remove_spares_root_shells_and_same_step_escalation():
+def test_remove_spares_root_shells_and_comes_before_red():
     key = jax.random.key(6)
     root_shell = _state(
         access=_hosts(tb.USER0, value=2, dtype=np.int32) + _hosts(tb.USER2, dtype=np.int32),
@@ -238,13 +238,60 @@ def test_remove_spares_root_shells_and_same_step_escalation():
     )
     after, _, _ = _transition(key, root_shell, jnp.int32(tb.REMOVE + tb.USER2), QUIET)
     assert int(after.access[tb.USER2]) == 1
-    # B_line escalates User1 in the very step Blue removes its shell: the escalation wins.
+    # B_line escalates Enterprise1 in the very step Blue removes its flagged shell there: Blue
+    # acts first, so the shell is gone and the escalation fails (CybORG: StopProcess, then
+    # PrivilegeEscalate finds no session; B_line falls back to stage 5).
     escalating = _state(
-        bline_stage=3,
-        access=_hosts(tb.USER0, value=2, dtype=np.int32) + _hosts(tb.USER1, dtype=np.int32),
+        bline_stage=6,
+        access=_hosts(tb.USER0, tb.USER1, value=2, dtype=np.int32)
+        + _hosts(tb.ENTERPRISE1, dtype=np.int32),
     )
-    after, _, success = _transition(key, escalating, jnp.int32(tb.REMOVE + tb.USER1), QUIET)
-    assert bool(success) and int(after.access[tb.USER1]) == 2
+    after, _, success = _transition(key, escalating, jnp.int32(tb.REMOVE + tb.ENTERPRISE1), QUIET)
+    assert not bool(success) and int(after.access[tb.ENTERPRISE1]) == 0
+    assert int(after.bline_stage) == 5
+
+
+def test_remove_spares_shells_blue_never_flagged():
+    # Monitor flags a shell's process only from a detected reverse-shell connection with a pid:
+    # an SSH brute-force shell (Enterprise0) or an undetected exploit (Enterprise1's HTTP RFI)
+    # survives Remove. B_line's stage 5 exploits the Enterprise host its user host reveals.
+    cases = ((tb.USER3, tb.ENTERPRISE0, tb.SSH, 0.0, True),
+             (tb.USER1, tb.ENTERPRISE1, tb.HTTP_RFI, 0.99, True),
+             (tb.USER1, tb.ENTERPRISE1, tb.HTTP_RFI, 0.0, False))  # fmt: skip
+    for user, host, exploit, detection, hidden in cases:
+        ports = np.zeros((13, 8), bool)
+        ports[host, exploit] = True
+        state = _state(bline_stage=5, bline_user=user, red_ports=ports)
+        after, _, success = cage.transition_with(
+            _draws(detection=detection), state, jnp.int32(0), QUIET
+        )
+        assert bool(success) and int(after.access[host]) == 1 and not bool(after.root_shell[host])
+        assert bool(after.hidden_shell[host]) == hidden
+        sleeping = after.replace(red_agent=jnp.int32(red.SLEEP_AGENT))
+        removed, _, _ = _transition(jax.random.key(0), sleeping, jnp.int32(tb.REMOVE + host),
+                                    QUIET)  # fmt: skip
+        assert int(removed.access[host]) == (1 if hidden else 0)
+        restored, _, _ = _transition(jax.random.key(0), sleeping, jnp.int32(tb.RESTORE + host),
+                                     QUIET)  # fmt: skip
+        assert int(restored.access[host]) == 0 and not bool(restored.hidden_shell[host])
+
+
+def test_impact_after_op_server0_restore_stops_nothing():
+    # CybORG's host backup keeps no pid for Op_Server0's OT service: once Op_Server0 has been
+    # restored, Impact succeeds but the service keeps running (no -10), for the whole episode.
+    held = _hosts(tb.USER0, tb.OP_SERVER0, value=2, dtype=np.int32)
+    state = _state(bline_stage=14, access=held)
+    after, terms, success = _transition(jax.random.key(0), state, jnp.int32(0), QUIET)
+    assert bool(success) and bool(after.impacted) and float(terms["impact"]) == -10.0
+    restore = jnp.int32(tb.RESTORE + tb.OP_SERVER0)
+    restored, terms, success = _transition(jax.random.key(0), after, restore, QUIET)
+    assert not bool(success) and not bool(restored.impacted) and bool(restored.ot_lost)
+    assert float(terms["impact"]) == 0.0
+    # Red takes Op_Server0 back and impacts again: success, but nothing stops.
+    back = restored.replace(access=jnp.asarray(held), bline_stage=jnp.int32(14))
+    for i in range(3):
+        back, terms, success = _transition(jax.random.key(i), back, jnp.int32(0), QUIET)
+        assert bool(success) and not bool(back.impacted) and float(terms["impact"]) == 0.0
 
 
 # ---- Red -----------------------------------------------------------------------------------

@@ -11,12 +11,17 @@ for the types Apache, Femitter, HarakaSMPT, Smss, SSHD, Svchost, Tomcat, Vsftpd,
 
 - Analyse finds a file Red dropped (exploits other than SSH brute force, escalations; density
   0.9): the host shows Privileged.
-- Remove kills Red's user-level shell; a root/SYSTEM shell survives, and so does a shell that
-  Red escalates in the same step (CybORG++: Escalate beats Remove).
+- Remove (before Red acts) kills Red's user-level shells whose process Blue's Monitor flagged:
+  a detected exploit's reverse shell. A root/SYSTEM shell survives (StopProcess refuses it),
+  and so do an SSH brute-force shell (its connection event carries no pid) and an exploit Blue
+  did not detect. A shell escalated in an earlier step is root and survives; Red's escalation
+  in the same step comes too late (Blue acts first).
 - Decoy places the decoy service if the host accepts it and its port is free. An exploit
   aimed at a decoy fails (and shows as a scan).
 - Restore (cost 1) resets the host: Red's access, its files, the decoys and (on Op_Server0)
-  the Impact. Red keeps User0.
+  the Impact. Red keeps User0. CybORG's host backup loses the pid of Op_Server0's OT service,
+  so once Op_Server0 has been restored, Red's Impact still succeeds but stops nothing: no
+  -10 for the rest of the episode (CybORG 2.1 and CybORG++ alike, ``Host.create_backup``).
 
 Red: B_line, Meander or Sleep (:mod:`envs.cyber.red`), chosen by ``EnvParams.red_agent``.
 An exploit picks among the services Red saw when it last port-scanned the host (a rescan
@@ -132,6 +137,8 @@ class EnvState(struct.PyTreeNode):
     decoys: jax.Array  # [13, 8] bool, decoy services in place
     femitter_stuck: jax.Array  # [13] bool, 2.1 bug: FTP stays a decoy once Femitter was placed
     impacted: jax.Array  # () bool, Op_Server0's service stopped
+    ot_lost: jax.Array  # () bool, Op_Server0 was restored: Impact no longer stops its service
+    hidden_shell: jax.Array  # [13] bool, Red has a user shell there that Remove cannot kill
     known: jax.Array  # [13] bool, hosts Red has discovered
     scanned: jax.Array  # [13] bool, hosts Red has port-scanned
     red_ports: jax.Array  # [13, 8] bool, exploits Red saw offered in its port scans
@@ -251,7 +258,7 @@ def decode_blue(action: jax.Array) -> BlueAction:
 
 
 def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvState:
-    """Blue's Decoy and Restore take effect (before Red acts). Analyse and Remove only read."""
+    """Blue's Decoy, Remove and Restore take effect (before Red acts). Analyse only reads."""
     _, _, decoy_exploit = _bug_tables(fix_bugs)
     port_taken = decoy_offers(state.decoys, decoy_exploit)  # [13, 8] per lured exploit
     wanted_port = decoy_offers(blue.decoy, decoy_exploit)  # [13, 8] what the new decoy lures
@@ -259,15 +266,21 @@ def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvSta
     placed = blue.decoy & jnp.asarray(tb.DECOY_COMPATIBLE) & free
     stuck = state.femitter_stuck | (placed[:, tb.FEMITTER] & ~fix_bugs)
 
+    # Remove stops the flagged processes of user-level shells; root/SYSTEM ones and shells
+    # Blue never flagged (SSH brute force, undetected exploits) survive.
+    removed = blue.remove & (state.access == 1) & ~state.root_shell & ~state.hidden_shell
     restore = blue.restore
     keep_user0 = jnp.arange(tb.NUM_HOSTS) == tb.USER0
+    access = jnp.where(removed, 0, state.access)
     return state.replace(
         decoys=(state.decoys | placed) & ~restore[:, None],
         femitter_stuck=stuck,
-        access=jnp.where(restore & ~keep_user0, 0, state.access),
+        access=jnp.where(restore & ~keep_user0, 0, access),
         root_shell=state.root_shell & ~restore,
+        hidden_shell=state.hidden_shell & ~restore,
         malware=state.malware & ~restore,
         impacted=state.impacted & ~restore[tb.OP_SERVER0],
+        ot_lost=state.ot_lost | restore[tb.OP_SERVER0],
     )
 
 
@@ -337,7 +350,7 @@ def apply_red(
     hop = jnp.asarray(tb.NEXT_HOP)[row]
     known = known | (escalated & (hosts == hop)) | (exploited & at)
 
-    # Impact: needs root on Op_Server0.
+    # Impact: needs root on Op_Server0; after a Restore there it stops nothing (ot_lost).
     is_impact = kind == red.RED_IMPACT
     impacted_now = is_impact & (host_access == 2) & (target == tb.OP_SERVER0)
 
@@ -358,7 +371,10 @@ def apply_red(
         root_shell=root_shell,
         # Exploits drop cmd.exe/cmd.sh and escalations escalate.*; brute force leaves no file.
         malware=state.malware | (at & ((exploited & (choice != tb.SSH)) | escalated)),
-        impacted=state.impacted | impacted_now,
+        impacted=state.impacted | (impacted_now & ~state.ot_lost),
+        # Blue's Monitor flags a new shell's process only from a detected reverse-shell
+        # connection; brute force's events carry no pid.
+        hidden_shell=state.hidden_shell | (at & exploited & (~detected | (choice == tb.SSH))),
         known=known,
         scanned=scanned,
         red_ports=red_ports,
@@ -457,6 +473,8 @@ def initial_state_from(u: jax.Array, params: EnvParams) -> EnvState:
         decoys=jnp.zeros((tb.NUM_HOSTS, tb.NUM_DECOYS), bool),
         femitter_stuck=no_hosts,
         impacted=jnp.bool_(False),
+        ot_lost=jnp.bool_(False),
+        hidden_shell=no_hosts,
         known=hosts == tb.USER0,
         scanned=no_hosts,
         red_ports=jnp.zeros((tb.NUM_HOSTS, tb.NUM_EXPLOITS), bool),
@@ -491,7 +509,7 @@ def green_scan_target(draws: StepDraws, active: jax.Array) -> jax.Array:
 def transition(
     key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
 ) -> tuple[EnvState, dict[str, jax.Array], jax.Array]:
-    """One step: Blue acts, Red acts, Remove resolves, Monitor fills Blue's table.
+    """One step: Blue acts (decoys, Remove, Restore), Red acts, Monitor fills Blue's table.
 
     Returns:
       ``(state, reward_terms, red_success)``.
@@ -510,10 +528,6 @@ def transition_with(
     after_blue = apply_blue(state, blue, fix_bugs)
     outcome = apply_red(draws, after_blue, kind, target, fix_bugs)
     after_red = outcome.state
-    # Remove kills the user-level shells Red had before the step and did not escalate; a shell
-    # running as root/SYSTEM survives (StopProcess refuses those).
-    removed = blue.remove & (state.access == 1) & (after_red.access == 1) & ~after_red.root_shell
-    after_red = after_red.replace(access=jnp.where(removed, 0, after_red.access))
 
     green_scan = green_scan_target(draws, params.green_agent)
     # A green scan on the host Red exploits makes CybORG 2.1's table read the exploit as a
