@@ -15,15 +15,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import struct
 
 from jaxrl.acting import PolicyParams, act
 from jaxrl.checkpoint import Checkpointer, PolicyState
-from jaxrl.config import ConfigError, config_from_dict
+from jaxrl.config import ConfigError, SelfPlayConfig, config_from_dict
 from jaxrl.curriculum import replay_ranks
 from jaxrl.elo import elo_from_score, expected_score
+from jaxrl.features import UpdateResult
+from jaxrl.layout import Layout
 from jaxrl.match import NETWORK
 from jaxrl.selfplay import (
     RULE_ELO,
+    SelfPlay,
     SelfPlayState,
     learner_rating,
     pfsp_probs,
@@ -33,7 +37,10 @@ from jaxrl.selfplay import (
 from jaxrl.setup import make_setup
 from jaxrl.train import run_summary, train
 from jaxrl.train_step import init_runner_state, make_plan, train_chunk
+from jaxrl.types import EpisodeSums, RunningStats
 from tests.conftest import NUM_ENVS, STEPS, UPDATES, tiny_selfplay
+
+RESULTS = ("win", "draw", "loss")
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +166,71 @@ def test_learner_rating_is_carried_in_graph(chunks):
     # Each snapshot holds the learner's rating when it was taken (a finite, sane one).
     snapshot_elo = np.asarray(state.elo)[np.asarray(state.filled)]
     assert snapshot_elo.size == 3 and (np.abs(snapshot_elo - RULE_ELO) < 800.0).all()
+
+
+class _Plan(struct.PyTreeNode):
+    """The part of a ``MatchPlan`` the league reads after an update: no curriculum switch."""
+
+    switches: dict
+
+
+def test_league_rating_holds_at_2048_envs():
+    # The feature's own after_update at the scale that broke the K update: 2048 envs, 768 of
+    # them against the rule, each ending a match per update, for a learner whose true rating
+    # is 1950 (the issue's 1v1 tournament figure), and 768 pool matches (mostly draws).
+    layout = Layout(
+        num_envs=2048,
+        eval_lane_envs=(),
+        num_agents=6,
+        two_team=True,
+        team_size=3,
+        latest_envs=512,
+        rule_envs=768,
+        pool_lanes=3,
+        lane_envs=256,
+        pool_size=8,
+        per_env_params=False,
+    )
+    config = SelfPlayConfig(pool_size=8, snapshot_every=4, lanes=3)
+    league = SelfPlay(config=config, layout=layout, rule_kind=1)
+    state = league.init({"w": jnp.zeros((4,))}, RunningStats.create((2,)))
+    p = float(expected_score(1950.0, RULE_ELO))
+    probs = np.array([p - 0.05, 0.1, 1.0 - p - 0.05])  # 10% draws
+    rng = np.random.default_rng(0)
+    step = jax.jit(league.after_update)
+    ratings = []
+    for update in range(1, 11):
+        outcome = np.zeros((2048, 3), np.float32)
+        outcome[512:1280] = rng.multinomial(1, probs, size=768)  # the rule group
+        outcome[:512, 1] = 1.0  # mirror matches against the current policy: no rating
+        outcome[1280:] = rng.multinomial(1, [0.1, 0.8, 0.1], size=768)  # pool lanes
+        sums = EpisodeSums(
+            episodes=jnp.full((2048,), 3.0),
+            return_sum=jnp.zeros((2048,)),
+            length_sum=jnp.full((2048,), 450.0),
+            matches=jnp.ones((2048,)),
+            outcome_sums={k: jnp.asarray(outcome[:, i]) for i, k in enumerate(RESULTS)},
+        )
+        slot_results = jnp.zeros((9, 3)).at[0].set(jnp.asarray(outcome[1280:].sum(0)))
+        result = UpdateResult(
+            params={"w": jnp.full((4,), float(update))},
+            obs_stats=RunningStats.create((2,)),
+            sums=sums,
+            slot_results=slot_results,
+            plan=_Plan(switches={}),
+            update_step=jnp.int32(update),
+        )
+        state, output = step(state, result)
+        ratings.append(float(output.metrics["selfplay/elo"].value))
+        assert ratings[-1] == float(state.learner_elo)
+    # The per-game K update (K = 8) on the first update's rule games alone: thousands of Elo.
+    k_step = 8.0 * (768 * p - 768 * float(expected_score(RULE_ELO, RULE_ELO)))
+    assert k_step > 2000.0
+    # The batch estimate: there in a couple of updates, then within the sampling noise.
+    assert all(RULE_ELO < r < 1950.0 + 40.0 for r in ratings)
+    assert np.abs(np.asarray(ratings[2:]) - 1950.0).max() < 40.0
+    snapshot_elo = np.asarray(state.elo)[np.asarray(state.filled)]
+    assert snapshot_elo.size == 2 and np.abs(snapshot_elo - 1950.0).max() < 40.0
 
 
 # ----------------------------------------------------------------------------- in-graph pool
