@@ -10,7 +10,8 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.networks import make_distribution
-from jaxrl.types import LossMetrics
+from jaxrl.normalize import normalize_steps
+from jaxrl.types import LossMetrics, RunningStats
 
 
 class LossHyperparams(struct.PyTreeNode):
@@ -28,7 +29,7 @@ class LossHyperparams(struct.PyTreeNode):
 class Minibatch(struct.PyTreeNode):
     """``N`` training sequences of ``L`` steps, time-major (``L = 1`` without a core)."""
 
-    obs: jax.Array  # [L, N, *obs_shape] float32
+    obs: jax.Array  # [L, N, *obs_shape] the env's dtype (raw), or float32 if normalised
     is_first: jax.Array  # [L, N] bool, the core resets before this step
     hidden: Any  # [N, ...] float32 carry each sequence started from (() without a core)
     action: jax.Array  # [L, N] int32 or [L, N, A] float32
@@ -37,6 +38,7 @@ class Minibatch(struct.PyTreeNode):
     advantage: jax.Array  # [L, N] float32
     target: jax.Array  # [L, N] float32, value target (GAE return)
     mask: Any = None  # [L, N] bool, active actor (used only when ``LossHyperparams.masked``)
+    step: Any = None  # [L, N] int32 rollout step of each obs (with ``ppo_loss``'s ``obs_stats``)
 
 
 def ppo_loss(
@@ -45,6 +47,7 @@ def ppo_loss(
     batch: Minibatch,
     hp: LossHyperparams,
     discrete: bool,
+    obs_stats: RunningStats | None = None,
 ) -> tuple[jax.Array, LossMetrics]:
     """PPO loss of one minibatch; the network re-runs each sequence from its stored state.
 
@@ -53,10 +56,15 @@ def ppo_loss(
     ``value_loss = 0.5 E[max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2)]``
     (the unclipped square alone when ``clip_value`` is off). All float32.
 
+    ``obs_stats``: the rollout's normaliser moments per step (leaves ``[T, *obs_shape]``);
+    raw ``batch.obs`` are normalised with the moments of their ``batch.step``. None: the
+    observations go to the network as they are (it casts them to its compute dtype).
+
     Returns:
       ``(loss (), LossMetrics)``.
     """
-    _, policy_params, value = network.apply(params, batch.hidden, batch.obs, batch.is_first)
+    obs = batch.obs if obs_stats is None else normalize_steps(obs_stats, batch.step, batch.obs)
+    _, policy_params, value = network.apply(params, batch.hidden, obs, batch.is_first)
     dist = make_distribution(policy_params, discrete)
     log_prob = dist.log_prob(batch.action)
     # Data-parallel: each device holds a slice of the minibatch. Means divide local sums by

@@ -124,7 +124,7 @@ class MatchCarry(struct.PyTreeNode):
     """Carried from one match step to the next."""
 
     env_state: Any  # [N] env state
-    obs: jax.Array  # [N * A, *obs_shape] raw observations of the learner's rows
+    obs: jax.Array  # [N * A, *obs_shape] raw observations of the learner's rows (env dtype)
     is_first: jax.Array  # [N * A] bool, the row starts an episode
     hidden: Any  # [N * A, ...] learner carry (() without a core)
     side: jax.Array  # [N] int32, the learner's team (0 for single-team envs)
@@ -214,8 +214,9 @@ def start_matches(
     del key
     params_axis = 0 if layout.per_env_params else None
     keys = shard_rows(jax.random.split(key_reset, num_envs * layout.devices), layout.axis, num_envs)
+    # Observations stay in the env's dtype (float32, or uint8 for byte grids) in the carry and
+    # the rollout buffer; the policy casts them when it normalises them.
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, params_axis))(keys, plan.env_params)
-    obs = obs.astype(jnp.float32)
     num_rows = num_envs * layout.actors_per_env
     if not layout.two_team:
         return MatchCarry(
@@ -337,7 +338,7 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
         reward=per_actor(layout, reward, per_agent=True).astype(jnp.float32),
         terminated=per_actor(layout, terminated, per_agent=False),
         truncated=per_actor(layout, truncated, per_agent=False),
-        final_obs=per_actor(layout, info["final_observation"], per_agent=True).astype(jnp.float32),
+        final_obs=per_actor(layout, info["final_observation"], per_agent=True),
         mask=mask,
         done=done,
         episode_return=per_actor(layout, returns, per_agent=returns.ndim > 1),
@@ -350,7 +351,7 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     )
     new_carry = MatchCarry(
         env_state=env_state,
-        obs=per_actor(layout, obs, per_agent=True).astype(jnp.float32),
+        obs=per_actor(layout, obs, per_agent=True),
         is_first=per_actor(layout, done, per_agent=False),
         hidden=out.hidden,
         side=carry.side,
@@ -502,7 +503,7 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         reward=mine_of(reward).astype(jnp.float32),
         terminated=repeat(terminated),
         truncated=repeat(truncated),
-        final_obs=mine_of(info["final_observation"]).astype(jnp.float32),
+        final_obs=mine_of(info["final_observation"]),
         mask=mine_of(info["agent_mask"]),
         done=done,
         episode_return=mine_of(info["episode_return"]),
@@ -510,7 +511,6 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         outcome=outcome,
         slot_results=slot_results,
     )
-    obs = obs.astype(jnp.float32)
     new_carry = MatchCarry(
         env_state=env_state,
         obs=_rows(team_rows(obs, new_side, own=True)),

@@ -33,6 +33,18 @@ def update_stats(stats: RunningStats, batch: jax.Array, axis: str | None = None)
     return RunningStats(mean=mean, var=m2 / total, count=total)
 
 
+def normalize_steps(stats: RunningStats, step: jax.Array, obs: jax.Array) -> jax.Array:
+    """Raw ``obs [L, N, *obs_shape]`` normalised as the rollout did, step by step.
+
+    ``stats`` holds the moments of every rollout step (leaves ``[T, *obs_shape]``) and
+    ``step [L, N]`` int32 says which step each observation came from: the same numbers
+    :func:`normalize` gave the policy while acting, recomputed in the loss so that the
+    rollout buffer keeps observations in the env's dtype (uint8 images: 4x less memory).
+    """
+    mean, var = stats.mean[step], stats.var[step]
+    return jnp.clip((obs.astype(jnp.float32) - mean) / jnp.sqrt(var + 1e-8), -CLIP, CLIP)
+
+
 def normalize(stats: RunningStats, obs: jax.Array, enabled: bool) -> jax.Array:
     """``clip((obs - mean) / sqrt(var + 1e-8))`` in float32, or ``obs`` as float32 if disabled."""
     obs = obs.astype(jnp.float32)

@@ -12,7 +12,7 @@ from flax import struct
 from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
 from jaxrl.permutation import permutation
 from jaxrl.setup import Setup
-from jaxrl.types import LossMetrics
+from jaxrl.types import LossMetrics, RunningStats
 
 
 class OptState(struct.PyTreeNode):
@@ -36,6 +36,7 @@ def minibatch_step(
     lr: jax.Array,
     state: OptState,
     batch: Minibatch,
+    obs_stats: RunningStats | None = None,
 ) -> tuple[OptState, StepMetrics]:
     """One gradient step; optax's ``apply_if_finite`` skips it if the gradient is not finite.
 
@@ -44,7 +45,9 @@ def minibatch_step(
     and gradient are its share of the global mean and are summed over devices.
     """
     grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
-    (loss, metrics), grads = grad_fn(state.params, setup.network, batch, hp, setup.discrete)
+    (loss, metrics), grads = grad_fn(
+        state.params, setup.network, batch, hp, setup.discrete, obs_stats
+    )
     if hp.axis:
         grads, metrics = jax.lax.psum((grads, metrics), hp.axis)
     updates, opt_state = setup.optimizer.update(grads, state.opt_state, state.params)
@@ -86,8 +89,11 @@ def update_epochs(
     state: OptState,
     batch: Minibatch,
     key: jax.Array,
+    obs_stats: RunningStats | None = None,
 ) -> tuple[OptState, StepMetrics]:
     """``update_epochs`` passes of ``num_minibatches`` steps over ``N`` sequences.
+
+    ``obs_stats``: the rollout's per-step normaliser moments (see :func:`ppo_loss`).
 
     Data-parallel, each device shuffles its own sequences (its key folded with its index),
     so a global minibatch is every device's local minibatch together.
@@ -101,7 +107,7 @@ def update_epochs(
 
     def epoch(carry: OptState, key_perm: jax.Array):
         minibatches = shuffle_minibatches(batch, key_perm, ppo.num_minibatches)
-        step = lambda s, mb: minibatch_step(setup, hp, lr, s, mb)  # noqa: E731
+        step = lambda s, mb: minibatch_step(setup, hp, lr, s, mb, obs_stats)  # noqa: E731
         return jax.lax.scan(step, carry, minibatches)
 
     return jax.lax.scan(epoch, state, keys)

@@ -40,6 +40,7 @@ class RolloutOutput(struct.PyTreeNode):
     sums: EpisodeSums  # [N] finished episodes per env (training and evaluation envs)
     slot_results: Any  # [K + 1, 3] pure pool matches per slot (learner W/D/L), or None
     obs_stats: RunningStats  # the learner's normaliser after the rollout
+    step_stats: Any  # RunningStats [T, *obs_shape]: the moments each step acted with, or None
 
 
 def add_episodes(sums: EpisodeSums, record: MatchRecord, actors_per_env: int) -> EpisodeSums:
@@ -66,9 +67,13 @@ def add_episodes(sums: EpisodeSums, record: MatchRecord, actors_per_env: int) ->
 
 
 def transition_of(
-    setup: Setup, params: Any, obs_stats: RunningStats, record: MatchRecord
+    setup: Setup, params: Any, obs_stats: RunningStats, obs: jax.Array, record: MatchRecord
 ) -> Transition:
-    """The training rows of one match step as a PPO transition."""
+    """The training rows of one match step as a PPO transition.
+
+    ``obs``: the training rows' raw observations of the step (the env's dtype), kept as they
+    are; the loss normalises them again with the step's moments.
+    """
     rows = setup.layout.num_envs * setup.layout.actors_per_env
     train = lambda x: None if x is None else x[:rows]  # noqa: E731
     enabled = setup.config.env.normalize_obs
@@ -97,7 +102,7 @@ def transition_of(
                 lambda: jnp.zeros_like(record.act.value[:rows]),
             )
     return Transition(
-        obs=record.act.obs_norm[:rows],
+        obs=obs,
         is_first=record.is_first[:rows],
         action=record.act.action[:rows],
         log_prob=record.act.log_prob[:rows],
@@ -132,35 +137,39 @@ def rollout(
 
     def step(state, step_key):
         carry, stats, sums, results = state
+        obs = carry.obs[:train_rows]
         if enabled:  # the training rows only: evaluation lanes never change training
-            stats = update_stats(stats, carry.obs[:train_rows], layout.axis)
+            stats = update_stats(stats, obs, layout.axis)
         carry, record = match_step(
             setup.match, PolicyParams(params=params, obs_stats=stats), plan, carry, step_key
         )
         sums = add_episodes(sums, record, layout.actors_per_env)
         if has_pool:
             results = results + record.slot_results
-        return (carry, stats, sums, results), transition_of(setup, params, stats, record)
+        transition = transition_of(setup, params, stats, obs, record)
+        return (carry, stats, sums, results), (transition, stats if enabled else None)
 
     def run_chunk(state, chunk_keys):
         start_hidden = jax.tree.map(lambda h: h[:train_rows], state[0].hidden)
         # The scope names the per-env-step loop in the compiled HLO (bench.hlo_audit).
         with jax.named_scope(ENV_STEP_SCOPE):
-            state, transitions = jax.lax.scan(step, state, chunk_keys)
-        return state, (transitions, start_hidden)
+            state, (transitions, step_stats) = jax.lax.scan(step, state, chunk_keys)
+        return state, (transitions, step_stats, start_hidden)
 
     sums = EpisodeSums.zeros(layout.total_envs, setup.outcome_names)
     results = (
         jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32) if has_pool else None
     )
-    (carry, stats, sums, results), (transitions, start_hidden) = jax.lax.scan(
+    (carry, stats, sums, results), (transitions, step_stats, start_hidden) = jax.lax.scan(
         run_chunk, (carry, obs_stats, sums, results), keys
     )
-    transitions = jax.tree.map(lambda x: x.reshape((num_steps,) + x.shape[2:]), transitions)
+    steps_first = lambda x: x.reshape((num_steps,) + x.shape[2:])  # noqa: E731 - [C, L] -> [T]
+    transitions = jax.tree.map(steps_first, transitions)
     return carry, RolloutOutput(
         transitions=transitions,
         start_hidden=start_hidden,
         sums=sums,
         slot_results=results,
         obs_stats=stats,
+        step_stats=jax.tree.map(steps_first, step_stats),
     )

@@ -207,7 +207,12 @@ def training_batch(
         advantage=advantages,
         target=targets,
         mask=traj.mask,
+        step=None,
     )
+    if setup.config.env.normalize_obs:  # which step's moments normalise each observation
+        num_steps, num_rows = traj.is_first.shape
+        steps = jnp.arange(num_steps, dtype=jnp.int32)[:, None]
+        data = data.replace(step=jnp.broadcast_to(steps, (num_steps, num_rows)))
     return make_sequences(setup, data, start_hidden)
 
 
@@ -251,6 +256,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
         OptState(params=runner.params, opt_state=runner.opt_state),
         batch,
         key_epochs,
+        out.step_stats,
     )
     nonfinite = steps.nonfinite.any()
     update_step = runner.update_step + 1

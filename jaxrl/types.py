@@ -19,7 +19,7 @@ from flax import struct
 class Transition(struct.PyTreeNode):
     """One agent step for every env; stacked to ``[T, B, ...]`` by the rollout scan."""
 
-    obs: jax.Array  # [B, *obs_shape] float32, normalised observation the policy saw
+    obs: jax.Array  # [B, *obs_shape] the env's dtype: the raw observation the policy saw
     is_first: jax.Array  # [B] bool, obs starts an episode (the hidden state was reset here)
     action: jax.Array  # [B] int32 (discrete) or [B, A] float32 (continuous), unclipped
     log_prob: jax.Array  # [B] float32, log pi_old(action | obs)
