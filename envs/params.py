@@ -14,6 +14,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 
@@ -36,8 +37,9 @@ def override_params(params: Any, overrides: Mapping[str, Any], prefix: str = "")
       The new params (``params`` is not modified).
 
     Raises:
-      ValueError: an unknown field, a mapping for a non-struct field or a scalar for a struct
-        field, named by its dotted path.
+      ValueError: an unknown field, a mapping for a non-struct field, a scalar for a struct
+        field, or a value that does not cast to the field's dtype without loss
+        (:func:`cast_value`), named by its dotted path.
     """
     fields = {f.name for f in dataclasses.fields(params)}
     changes = {}
@@ -55,8 +57,8 @@ def override_params(params: Any, overrides: Mapping[str, Any], prefix: str = "")
                 f"parameter {path!r} is a {type(current).__name__}: give a mapping of its "
                 f"fields, got {value!r}"
             )
-        elif isinstance(current, float) and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)  # an int for a float parameter (gravity=10) keeps it a float
+        else:  # 1 for a bool leaf, 10 for a float one (gravity=10): the leaf keeps its dtype
+            value = cast_value(path, value, current)
         changes[key] = value
     return params.replace(**changes)
 
@@ -158,30 +160,83 @@ def check_overrides(where: str, overrides: Any, params: Any, *, staged: bool) ->
 
 
 def _check_value(key: str, value: Any, default: Any) -> None:
-    """An env parameter override must have the kind of value its default has."""
+    """An env parameter override must cast to its default's kind without loss."""
+    cast_value(key, value, default)
+
+
+def cast_value(key: str, value: Any, default: Any) -> Any:
+    """``value`` cast to the kind of ``default``: a Python bool, int or float, or an array's
+    dtype and shape. Only casts that lose nothing: ``1`` or ``0`` for a bool, ``2.0`` or
+    ``"1e3"`` for an int, an int for a float (rounded to its float width, as any float is).
+
+    Any other default (a string, a tuple, ...) takes ``value`` unchanged: the env checks it.
+
+    Raises:
+      ValueError: one line naming ``key``: ``2`` for a bool, ``0.5`` for an int, ``true`` for
+        a number, a number out of an integer dtype's range, a list of another shape.
+    """
+    dtype = getattr(default, "dtype", None)
+    if isinstance(default, bool):
+        dtype = np.dtype(bool)
+    elif isinstance(default, int):
+        dtype = np.dtype(np.int64)
+    elif isinstance(default, float):
+        dtype = np.dtype(np.float64)
+    elif dtype is None:
+        return value
+    dtype = np.dtype(dtype)
     shape = tuple(getattr(default, "shape", ()))
+    kind = {"b": "bool", "i": "int", "u": "int", "f": "number"}.get(dtype.kind)
+    if kind is None:
+        return value
+    array = _numbers(value)
     if shape:  # an array parameter takes a (nested) list of numbers of its shape
-        try:
-            array = np.asarray(value)
-        except ValueError:
-            array = None
-        if array is None or array.shape != shape or array.dtype.kind not in "biuf":
+        if array is None or array.shape != shape:
             raise ValueError(
                 f"{key}: expected a list of numbers of shape {list(shape)}, got {value!r}"
             )
-        if str(default.dtype) != "bool" and array.dtype.kind == "b":
-            raise ValueError(f"{key}: expected numbers, got {value!r}")
-        return
-    if isinstance(default, bool) or str(getattr(default, "dtype", "")) == "bool":
-        ok = isinstance(value, bool)
-        kind = "bool"
-    elif isinstance(default, int) or "int" in str(getattr(default, "dtype", "")):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        kind = "int"
-    elif isinstance(default, float) or "float" in str(getattr(default, "dtype", "")):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        kind = "number"
-    else:
-        return  # arrays or other structures: checked by the env itself
-    if not ok:
+    elif array is None or array.shape != ():
         raise ValueError(f"{key}: expected {kind}, got {value!r}")
+    problem = _cast_loss(array, dtype)
+    if problem:
+        what = f"a list of {kind}s of shape {list(shape)}" if shape else kind
+        raise ValueError(f"{key}: expected {what}, got {value!r} ({problem})")
+    cast = array.astype(dtype)
+    if not hasattr(default, "dtype"):  # a Python scalar stays one
+        return {"b": bool, "i": int, "u": int, "f": float}[dtype.kind](cast.item())
+    if isinstance(default, np.generic):
+        return cast[()]  # a numpy scalar
+    if isinstance(default, np.ndarray):
+        return cast
+    return jnp.asarray(cast)  # a jax array leaf stays a jax array
+
+
+def _numbers(value: Any) -> np.ndarray | None:
+    """``value`` as a bool or numeric array (strings such as "1e3" read as numbers), or None."""
+    try:
+        array = np.asarray(value)
+    except ValueError:  # a ragged list
+        return None
+    if array.dtype.kind in "US":
+        try:
+            array = array.astype(np.float64)
+        except ValueError:
+            return None
+    return array if array.dtype.kind in "biuf" else None
+
+
+def _cast_loss(array: np.ndarray, dtype: np.dtype) -> str:
+    """Why casting ``array`` to ``dtype`` would lose information ("" if it would not)."""
+    if dtype.kind == "b":
+        if array.dtype.kind != "b" and not np.isin(array, (0, 1)).all():
+            return "a bool takes true/false, 1 or 0"
+        return ""
+    if array.dtype.kind == "b":
+        return "a bool is not a number here"
+    if dtype.kind in "iu":
+        if array.dtype.kind == "f" and not (np.isfinite(array).all() and (array % 1 == 0).all()):
+            return "not a whole number"
+        info = np.iinfo(dtype)
+        if array.size and (array.min() < info.min or array.max() > info.max):
+            return f"out of {dtype.name} range"
+    return ""

@@ -232,8 +232,11 @@ def evaluate(
         env_params = stage_params(setup.curriculum, setup.env_params, jnp.asarray(stage))
     elif stage not in (None, 0):
         raise ValueError("this run has no curriculum stages")
-    if env_overrides:
-        env_params = envs.override_params(env_params, env_overrides)
+    if env_overrides:  # cast to each leaf's dtype (fix_bugs=1 is True), or refused in one line
+        try:
+            env_params = envs.override_params(env_params, env_overrides)
+        except ValueError as err:
+            raise ValueError(f"--env-param {err}") from None
     if team_size is not None:
         if not hasattr(setup.env, "with_team_size"):
             raise ValueError(f"--team-size: {setup.config.env.name} has no team sizes")

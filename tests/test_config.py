@@ -352,9 +352,14 @@ def test_nested_env_kwargs_override_only_the_given_fields(tmp_path):
             id="str_for_float",
         ),
         pytest.param(
-            ["env.kwargs.reward.sparse=1"],
-            "env.kwargs.reward.sparse: expected bool, got 1",
+            ["env.kwargs.reward.sparse=2"],
+            "env.kwargs.reward.sparse: expected bool, got 2 (a bool takes true/false, 1 or 0)",
             id="int_for_bool",
+        ),
+        pytest.param(
+            ["env.kwargs.blue_size=1.5"],
+            "env.kwargs.blue_size: expected int, got 1.5 (not a whole number)",
+            id="fraction_for_int",
         ),
         pytest.param(
             ["env.kwargs={reward: 0.5}"],
@@ -510,3 +515,55 @@ def test_shipped_config_loads(path):
     config = load_config(path)
     assert config.num_updates >= 1
     assert config.batch_size % config.ppo.num_minibatches == 0
+
+
+# ---- env values cast to the leaf's dtype ------------------------------------------------------
+
+
+def test_env_values_are_cast_to_the_leaf_dtype():
+    """1 for a bool leaf, 2.0 for an int one: cast losslessly (config, overrides, evaluate)."""
+    config = load_config(
+        None, ["env.name=CAGE2", "env.kwargs.fix_bugs=1", "env.kwargs.red_agent=2.0"]
+    )
+    _, params = envs.make(config.env.name, **config.env.kwargs)
+    assert params.fix_bugs is True and params.red_agent == 2 and type(params.red_agent) is int
+    # A CAGE2 step with fix_bugs=1 used to fail in lax.select (an int where a bool goes).
+    env, default = envs.make("CAGE2")
+    params = envs.override_params(default, {"fix_bugs": 1, "red_bline_prob": 1})
+    assert params.fix_bugs is True and params.red_bline_prob == 1.0
+    key = jax.random.key(0)
+    _, state = env.reset(key, params)
+    fixed = jax.jit(env.step)(key, state, np.int32(0), params)
+    reference = jax.jit(env.step)(key, state, np.int32(0), default.replace(fix_bugs=True))
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(jax.tree.leaves(fixed), jax.tree.leaves(reference), strict=True)
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"fix_bugs": 2}, "fix_bugs: expected bool, got 2 (a bool takes true/false, 1 or 0)"),
+        ({"red_agent": 0.5}, "red_agent: expected int, got 0.5 (not a whole number)"),
+        ({"red_bline_prob": True}, "red_bline_prob: expected number, got True"),
+    ],
+)
+def test_lossy_env_values_are_refused_in_one_line(overrides, message):
+    _, default = envs.make("CAGE2")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        envs.override_params(default, overrides)
+
+
+def test_array_leaves_keep_dtype_and_shape():
+    from envs.params import cast_value  # noqa: PLC0415
+
+    leaf = jax.numpy.zeros(3, jax.numpy.int32)
+    cast = cast_value("w", [1, 2.0, 3], leaf)
+    assert isinstance(cast, jax.Array) and cast.dtype == leaf.dtype and cast.tolist() == [1, 2, 3]
+    assert cast_value("b", 1, np.bool_(False)) is np.True_
+    assert cast_value("x", 1e3, np.zeros((), np.float32)).dtype == np.float32
+    with pytest.raises(ValueError, match=re.escape("w: expected a list of numbers of shape [3]")):
+        cast_value("w", [1, 2], leaf)
+    with pytest.raises(ValueError, match=re.escape("(out of int32 range)")):
+        cast_value("w", [1, 2, 2**40], leaf)
