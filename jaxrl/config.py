@@ -95,7 +95,7 @@ class PPOConfig:
 class TrainConfig:
     """Length of training and the host loop."""
 
-    total_steps: int = 500_000  # agent steps (decisions) summed over envs
+    total_steps: int = 500_000  # env steps summed over envs (one decision of each env's agents)
     updates_per_chunk: int = 32  # updates per compiled call; the host sees metrics between
     max_nonfinite_updates: int = 10  # stop after this many non-finite updates in a row
     progress_bar: bool = True  # tqdm progress bar on stderr
@@ -197,7 +197,7 @@ class Config:
 
     @property
     def batch_size(self) -> int:
-        """Transitions per update: ``num_envs * num_steps``."""
+        """Env steps per update: ``num_envs * num_steps`` (x actors per env transitions)."""
         return self.env.num_envs * self.ppo.num_steps
 
     @property
@@ -494,7 +494,7 @@ def validate(config: Config) -> None:
     _, default_params = envs.make(env.name)
     _check_overrides("env.kwargs", env.kwargs, default_params, staged=False)
     try:
-        _, base_params = envs.make(env.name, **env.kwargs)
+        base_env, base_params = envs.make(env.name, **env.kwargs)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"env.kwargs: {err}") from None
     _require(env.num_envs >= 1, f"env.num_envs must be >= 1, got {env.num_envs}")
@@ -598,7 +598,7 @@ def validate(config: Config) -> None:
         "curriculum.replay needs at least two curriculum.stages",
     )
     _validate_mesh(config)
-    _validate_selfplay(config, base_params)
+    _validate_selfplay(config, base_env)
     _validate_evaluation(config, base_params)
     _validate_members(config)
 
@@ -681,9 +681,8 @@ def _validate_mesh(config: Config) -> None:
         )
 
 
-def _validate_selfplay(config: Config, base_params: Any) -> None:
-    import envs  # local: keep config importable without building envs
-
+def _validate_selfplay(config: Config, env: Any) -> None:
+    """``env``: the run's env, built from ``env.kwargs`` once by :func:`validate`."""
     sp = config.selfplay
     _require(sp.pool_size >= 0, f"selfplay.pool_size must be >= 0, got {sp.pool_size}")
     _require(
@@ -691,7 +690,6 @@ def _validate_selfplay(config: Config, base_params: Any) -> None:
     )
     if sp.pool_size == 0:
         return
-    env, _ = envs.make(config.env.name, **config.env.kwargs)
     _require(
         getattr(env, "num_teams", 1) == 2,
         f"selfplay: {config.env.name} is not a two-team env (self-play needs num_teams = 2)",
@@ -728,7 +726,6 @@ def _validate_selfplay(config: Config, base_params: Any) -> None:
         f"selfplay.lanes: the {pool} pool envs{per_device} (env.num_envs {num_envs} - {latest} "
         f"latest - {rule} rule) do not divide into {sp.lanes} equal lanes",
     )
-    del base_params
 
 
 def _validate_evaluation(config: Config, base_params: Any) -> None:
