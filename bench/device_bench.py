@@ -12,6 +12,7 @@ rest (GAE and the PPO epochs). Peak device memory is the memory section's figure
   its own, from the same runner state) against the chunk: ``rollout_fraction`` is
   ``updates x rollout time / chunk time``. It is measured on every platform. A run sharded
   over several devices is not split (the rollout alone would need its own sharding).
+- Peak device memory: the allocator's ``peak_bytes_in_use`` in this process (GPU/TPU).
 """
 
 from __future__ import annotations
@@ -137,4 +138,11 @@ def device_figures(prefix: str, config: Config, profile: Profile) -> tuple[list[
     traced = trace_figures(prefix, wall, planes, config.chunk_updates)
     if not traced:
         notes.append(f"busy, kernels, copies: n/a on {jax.default_backend()}")
+    # The allocator's peak over this process so far: the chunk, its inputs and the rollout
+    # alone (smaller). The CPU client keeps no such statistic.
+    stats = jax.local_devices()[0].memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+        figures.append(cost(f"{prefix}/peak_memory", "GiB", [stats["peak_bytes_in_use"] / 2**30]))
+    else:
+        notes.append(f"peak memory: see --only memory on {jax.default_backend()}")
     return figures + traced, "; ".join(notes)
