@@ -240,8 +240,8 @@ def run_summary(
         f"  batch        {config.batch_size} = {env.num_envs} envs x {ppo.num_steps} steps; "
         f"{ppo.num_minibatches} minibatches of {config.minibatch_size} x {ppo.update_epochs} "
         "epochs",
-        f"  schedule     {config.num_updates} updates ({config.num_updates * config.batch_size} "
-        f"steps) in chunks of {config.chunk_updates}; starting at update {start_update}",
+        f"  schedule     {config.num_updates} updates ({config.num_updates * config.batch_size:,} "
+        f"env steps) in chunks of {config.chunk_updates}; starting at update {start_update}",
         f"  network      MLP {list(config.network.hidden_sizes)} {config.network.activation}, "
         f"{'shared' if config.network.shared_torso else 'separate'} torsos"
         + (
@@ -367,8 +367,7 @@ def _train(
         if is_main_process():
             save_config(config, run_dir / "config.yaml")
 
-    setup = make_setup(config)
-    runner = init_run(setup)
+    setup, runner = _in_worker(_build, config)
     # A run interrupted before its first checkpoint resumes from update 0 (nothing to restore).
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=saved is None)
     if saved is not None:
@@ -435,6 +434,12 @@ def _member_rows(metrics: dict, count: int) -> list[dict[str, float]]:
     if count == 1:
         return [chunk_scalars(metrics)]
     return [chunk_scalars({tag: value[i] for tag, value in metrics.items()}) for i in range(count)]
+
+
+def _build(config: Config) -> tuple[Setup, RunnerState]:
+    """Env, network and the initial runner state (run on the worker thread: it compiles)."""
+    setup = make_setup(config)
+    return setup, init_run(setup)
 
 
 def _compile(setup: Setup, runner: RunnerState) -> Callable:
