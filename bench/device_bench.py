@@ -20,11 +20,12 @@ from __future__ import annotations
 import glob
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterable
 
 import jax
 
-from bench.figures import Figure, Profile, cost, rate, time_calls
+from bench.figures import Figure, Profile, cost, log, rate, time_calls
 from jaxrl.config import Config
 from jaxrl.rollout import rollout
 from jaxrl.setup import Setup, make_setup
@@ -92,6 +93,18 @@ def trace_figures(prefix: str, wall: float, planes: dict[str, list], updates: in
     ]
 
 
+def top_ops(events: list, updates: int, count: int = 12) -> list[str]:
+    """The ``count`` device ops that took the most time, per update: where to look next."""
+    time_of, calls = Counter(), Counter()
+    for name, start, end in events:
+        time_of[name[:70]] += (end - start) / 1e3
+        calls[name[:70]] += 1
+    return [
+        f"{us / updates:9.1f} us x{calls[name] / updates:7.1f}  {name}"
+        for name, us in time_of.most_common(count)
+    ]
+
+
 def _rollout_only(setup: Setup):
     """The chunk's rollout alone, jitted: ``RunnerState -> (carry, RolloutOutput)``."""
 
@@ -136,6 +149,8 @@ def device_figures(prefix: str, config: Config, profile: Profile) -> tuple[list[
     with tempfile.TemporaryDirectory() as directory:
         wall, planes = trace_device_events(call, directory)
     traced = trace_figures(prefix, wall, planes, config.chunk_updates)
+    for line in top_ops(next(iter(planes.values()), []), config.chunk_updates):
+        log(f"  {prefix} top op per update: {line}")
     if not traced:
         notes.append(f"busy, kernels, copies: n/a on {jax.default_backend()}")
     # The allocator's peak over this process so far: the chunk, its inputs and the rollout

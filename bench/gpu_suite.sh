@@ -19,12 +19,13 @@
 # The device call: carry [".proj", ".whl", ".whl09", ".pj"], command
 #   OUT=$OUT BUDGET=540 bash .proj/bench/gpu_suite.sh
 # CPU dry run of the plumbing (tiny sizes, no wheels installed):
-#   TINY=1 PY=.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/gpu_suite.sh
+#   TINY=1 SLOW=8 BUDGET=3000 PY=.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/gpu_suite.sh
 set -u
 TINY=${TINY:-0}
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpuout}
 BUDGET=${BUDGET:-540}
+SLOW=${SLOW:-1}  # multiplies every step's timeout (a CPU dry run: SLOW=8 BUDGET=3000)
 mkdir -p "$OUT"
 root=$PWD
 log=$OUT/log.txt
@@ -34,7 +35,7 @@ left() { echo $(( BUDGET - ($(date +%s) - t0) )); }
 step() { echo "== $(date +%T) [+$(( $(date +%s) - t0 ))s] $*" | tee -a "$log"; }
 # run SECONDS CMD...: under min(SECONDS, time left - RESERVE); skipped when under 15 s are left
 run() {
-  local want=$1; shift; local l; l=$(( $(left) - ${RESERVE:-0} ))
+  local want=$(( $1 * SLOW )); shift; local l; l=$(( $(left) - ${RESERVE:-0} ))
   [ "$l" -lt 15 ] && { echo "skipped (time): $*" | tee -a "$log"; return; }
   [ "$want" -gt "$l" ] && want=$l
   timeout -k 20 -s INT "$want" "$@" >> "$log" 2>&1 || echo "exit $? : $*" | tee -a "$log"

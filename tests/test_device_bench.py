@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from bench.device_bench import busy_union_ns, trace_device_events, trace_figures
+from bench.device_bench import busy_union_ns, top_ops, trace_device_events, trace_figures
 
 
 def test_busy_union_counts_overlapping_streams_once():
@@ -37,3 +37,10 @@ def test_a_cpu_trace_has_no_device_plane(tmp_path):
     assert wall > 0
     assert planes == {}
     assert trace_figures("d", wall, planes, 1) == []
+
+
+def test_top_ops_rank_by_time_per_update():
+    events = [("a", 0, 1000), ("b", 0, 5000), ("a", 0, 1000)]
+    lines = top_ops(events, updates=2)
+    assert lines[0].endswith("b") and "2.5 us" in lines[0]  # 5 us over 2 updates
+    assert "x    1.0  a" in lines[1]
