@@ -162,6 +162,22 @@ def test_evaluate_restores_params(two_runs):
     assert early.step == 8
 
 
+def test_evaluate_env_param_is_cast_to_the_leaf_dtype(two_runs, capsys):
+    """``--env-param`` values take the leaf's dtype (5.0 for an int) or are refused in one line."""
+    from jaxrl.evaluate import evaluate, main  # noqa: PLC0415
+
+    run_dir = two_runs[0].run_dir
+    short = evaluate(run_dir, episodes=2, env_overrides={"max_steps_in_episode": 5.0})
+    # 5 steps are too few to drop the pole (12 degrees): every episode is cut at 5, return 5
+    assert short.returns == (5.0, 5.0)
+    argv = ["--run-dir", str(run_dir), "--episodes", "2", "--env-param"]
+    assert main([*argv, "max_steps_in_episode=0.5"]) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        "error: --env-param max_steps_in_episode: expected int, got 0.5 (not a whole number)\n"
+    )
+
+
 def _held_run(run_dir: Path, where: str, *extra: str) -> subprocess.Popen:
     """A CLI run of the tiny config held at ``where`` (see ``tests/held_train.py``).
 
