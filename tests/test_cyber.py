@@ -472,6 +472,35 @@ def test_rescan_replaces_what_red_knew_of_the_ports():
     assert bool(after.red_ports[tb.ENTERPRISE1, tb.HTTPS_RFI])
 
 
+def test_operational_subnet_needs_an_enterprise_session():
+    # The Operational subnet refuses the User subnet's traffic unless Red holds a session on an
+    # Enterprise host (CybORG's check_for_enterprise_sessions).
+    ports = np.zeros((13, 8), bool)
+    ports[tb.OP_SERVER0, tb.SSH] = True
+    users = _hosts(tb.USER0, tb.USER1, value=2, dtype=np.int32)
+    cut = _state(bline_stage=12, access=users, red_ports=ports)
+    for i in range(5):
+        after, _, success = _transition(jax.random.key(i), cut, jnp.int32(0), QUIET)
+        assert not bool(success) and int(after.access[tb.OP_SERVER0]) == 0
+        assert int(after.activity[tb.OP_SERVER0]) == cage.ACT_NONE
+    routed = cut.replace(access=jnp.asarray(users + _hosts(tb.ENTERPRISE0, dtype=np.int32)))
+    after, _, success = _transition(jax.random.key(0), routed, jnp.int32(0), QUIET)
+    assert bool(success) and int(after.access[tb.OP_SERVER0]) == 1
+    # An unrouted port scan succeeds (B_line moves on) but learns and shows nothing.
+    scan = cut.replace(bline_stage=jnp.int32(11), red_ports=jnp.zeros((13, 8), bool))
+    after, _, success = _transition(jax.random.key(0), scan, jnp.int32(0), QUIET)
+    assert bool(success) and int(after.bline_stage) == 12
+    assert not np.asarray(after.red_ports).any()
+    assert int(after.activity[tb.OP_SERVER0]) == cage.ACT_NONE
+    # An unrouted sweep of the Operational subnet fails; Meander records it as swept anyway.
+    belief = _belief(swept=_subnets(tb.USER, tb.ENTERPRISE),
+                     subnets=_subnets(tb.USER, tb.ENTERPRISE, tb.OPERATIONAL))  # fmt: skip
+    sweep = _state(red_agent=red.MEANDER_AGENT, meander=belief, access=users)
+    after, _, success = _transition(jax.random.key(0), sweep, jnp.int32(0), QUIET)
+    assert not bool(success) and bool(after.meander.swept[tb.OPERATIONAL])
+    assert not np.asarray(after.known)[[tb.OP_HOST0, tb.OP_SERVER0]].any()
+
+
 def test_exploit_choice_prefers_top_weight():
     options = jnp.asarray([True, False, False, False, True, False, False, True])  # FTP,HTTP,SSH
     other = jnp.linspace(0.0, 1.0, 8)
@@ -506,12 +535,44 @@ def test_decoy_placement_rules():
     assert bool(fixed.decoys[tb.OP_SERVER0, tb.VSFTPD])
 
 
+def test_decoy_on_a_genuine_services_port_lures_nothing():
+    # CybORG 2.1's Vsftpd decoy opens port 80; on User3, whose genuine web server holds 80, an
+    # HTTP RFI takes the genuine server (first in the process list) and works.
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.USER3, tb.VSFTPD] = True
+    ports = np.zeros((13, 8), bool)
+    ports[tb.USER3, tb.HTTP_RFI] = True
+    state = _state(bline_stage=2, bline_user=tb.USER3, decoys=decoys, red_ports=ports)
+    after, _, success = _transition(jax.random.key(0), state, jnp.int32(0), QUIET)
+    assert bool(success) and int(after.access[tb.USER3]) == 1
+    # The same decoy on Op_Server0 (no genuine web server) stops it.
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.OP_SERVER0, tb.VSFTPD] = True
+    ports = np.zeros((13, 8), bool)
+    ports[tb.OP_SERVER0, tb.HTTP_RFI] = True
+    held = _hosts(tb.USER0, tb.ENTERPRISE2, value=2, dtype=np.int32)
+    state = _state(bline_stage=12, decoys=decoys, red_ports=ports, access=held)
+    after, _, success = _transition(jax.random.key(0), state, jnp.int32(0), QUIET)
+    assert not bool(success) and int(after.access[tb.OP_SERVER0]) == 0
+
+
+def test_user0_takes_user1s_decoys():
+    # User0 runs User1's image: Blue can place User1's decoys there (Red keeps its session).
+    sleeping = _state(red_agent=red.SLEEP_AGENT)
+    for decoy in range(tb.NUM_DECOYS):
+        placed, _, _ = _transition(jax.random.key(0), sleeping, _decoy(decoy, tb.USER0), QUIET)
+        want = bool(tb.DECOY_COMPATIBLE[tb.USER1, decoy])
+        assert bool(placed.decoys[tb.USER0, decoy]) == want
+    assert tb.DECOY_COMPATIBLE[tb.USER0].any()
+
+
 def test_decoy_seen_in_scan_stops_exploit_and_restore_clears_it():
     key = jax.random.key(9)
     decoys = np.zeros((13, 8), bool)
     decoys[tb.OP_SERVER0, tb.HARAKA_SMTP] = True
     # B_line scans Op_Server0 (stage 11) with a Haraka decoy there: Red learns SSH and Haraka.
-    state = _state(bline_stage=11, decoys=decoys)
+    held = _hosts(tb.USER0, tb.ENTERPRISE2, value=2, dtype=np.int32)  # the route to Op_Server0
+    state = _state(bline_stage=11, decoys=decoys, access=held)
     scanned, _, _ = _transition(key, state, jnp.int32(0), QUIET)
     np.testing.assert_array_equal(
         np.flatnonzero(scanned.red_ports[tb.OP_SERVER0]), [tb.HARAKA, tb.SSH]
@@ -534,7 +595,7 @@ def test_decoy_seen_in_scan_stops_exploit_and_restore_clears_it():
 
 def test_decoy_placed_after_the_scan_is_not_chosen():
     # Red scanned Op_Server0 (SSH only); Blue then put a Haraka decoy there.
-    state = _state(bline_stage=12)
+    state = _state(bline_stage=12, access=_hosts(tb.USER0, tb.ENTERPRISE2, value=2, dtype=np.int32))
     ports = np.zeros((13, 8), bool)
     ports[tb.OP_SERVER0, tb.SSH] = True
     decoys = np.zeros((13, 8), bool)

@@ -17,7 +17,8 @@ for the types Apache, Femitter, HarakaSMPT, Smss, SSHD, Svchost, Tomcat, Vsftpd,
   did not detect. A shell escalated in an earlier step is root and survives; Red's escalation
   in the same step comes too late (Blue acts first).
 - Decoy places the decoy service if the host accepts it and its port is free. An exploit
-  aimed at a decoy fails (and shows as a scan).
+  aimed at a decoy fails (and shows as a scan); where a genuine service holds the decoy's
+  port (2.1's Vsftpd opens 80 on User3/User4), the exploit hits the genuine one.
 - Restore (cost 1) resets the host: Red's access, its files, the decoys and (on Op_Server0)
   the Impact. Red keeps User0. CybORG's host backup loses the pid of Op_Server0's OT service,
   so once Op_Server0 has been restored, Red's Impact still succeeds but stops nothing: no
@@ -41,8 +42,8 @@ the step / 100.
 Reward (Blue), float32, rounded to 0.1: minus the sum over hosts where Red holds root/SYSTEM
 (with ``fix_bugs``: any shell) (1.0 for Enterprise0-2 and Op_Server0, 0.1 for User1-4,
 Op_Host0-2 and Defender, 0 for User0),
-minus 10 while Op_Server0 is impacted, minus 1 per Restore (User0's too, which does nothing
-else). ``info["reward_terms"]`` holds the three terms (``access``, ``impact``, ``restore``).
+minus 10 while Op_Server0 is impacted, minus 1 per Restore (User0's too, which only clears
+its decoys). ``info["reward_terms"]`` holds the three terms (``access``, ``impact``, ``restore``).
 No termination; the episode is cut at its length (truncated).
 
 Bugs (``fix_bugs``). ``False`` keeps the score-changing bugs of CybORG 2.1 as released (the
@@ -64,9 +65,11 @@ Simplifications (``bench.cyber_fidelity`` checks the scores that follow from the
   place and the exploits Red learned from port scans. Services per host, root-landing
   exploits and decoy compatibility are the tables in :mod:`envs.cyber.tables` (CybORG++'s
   appendix and mini_CAGE).
-- No routing or firewall checks: Red can scan and exploit any host it has discovered (it only
-  discovers Enterprise hosts through a user host and Op_Server0 through Enterprise2, the
-  routes CybORG enforces). Scans and sweeps always succeed.
+- Routing is one rule: the Operational subnet refuses traffic from User0 (where Red's actions
+  start) unless Red holds a session on some Enterprise host (CybORG's
+  ``check_for_enterprise_sessions``). Without one, a sweep of that subnet fails, an exploit
+  there fails unseen, and a port scan there succeeds but learns nothing and shows nothing.
+  Red discovers Enterprise hosts through a user host and Op_Server0 through Enterprise2.
 - Red's action space (the IPs, hostnames and subnets it knows) is kept only as far as Meander
   reads it (:class:`envs.cyber.red.MeanderBelief`); B_line's cached actions need none of it.
 - Impact needs root on Op_Server0 (CybORG: any Red session there once an escalation found the
@@ -318,28 +321,41 @@ def apply_red(
     services, broken, decoy_exploit = _bug_tables(fix_bugs)
     hosts = jnp.arange(tb.NUM_HOSTS)
     at = hosts == target  # [13] one-hot target host (unused for subnet scans and sleep)
-    host_access = state.access[jnp.clip(target, 0, tb.NUM_HOSTS - 1)]
+    row = jnp.clip(target, 0, tb.NUM_HOSTS - 1)
+    host_access = state.access[row]
+    # The Operational subnet takes traffic from the User subnet only while Red holds a session
+    # on an Enterprise host.
+    enterprise_session = jnp.any(
+        (state.access >= 1) & (jnp.asarray(tb.HOST_SUBNET) == tb.ENTERPRISE)
+    )
+    host_routed = (jnp.asarray(tb.HOST_SUBNET)[row] != tb.OPERATIONAL) | enterprise_session
+    subnet_routed = (target != tb.OPERATIONAL) | enterprise_session
 
     # Subnet scan: every host of the subnet becomes known.
     is_sweep = kind == red.RED_SUBNET_SCAN
-    known = state.known | (is_sweep & (jnp.asarray(tb.HOST_SUBNET) == target))
+    swept = is_sweep & subnet_routed
+    known = state.known | (swept & (jnp.asarray(tb.HOST_SUBNET) == target))
 
     # Port scan: Red's ports for the host become the services on offer now, decoys included
     # (DiscoverNetworkServices clears what it knew first); Blue sees a scan.
     offers = services | decoy_offers(state.decoys, decoy_exploit)  # [13, 8]
     is_scan = kind == red.RED_SCAN
     scan_at = is_scan & at
-    red_ports = jnp.where(scan_at[:, None], offers, state.red_ports)
+    scan_seen = scan_at & host_routed  # unrouted: succeeds, learns and shows nothing
+    red_ports = jnp.where(scan_seen[:, None], offers, state.red_ports)
     scanned = state.scanned | scan_at
 
     # Exploit: pick among the services seen in earlier scans; decoys and bugs make it fail.
     is_exploit = kind == red.RED_EXPLOIT
-    row = jnp.clip(target, 0, tb.NUM_HOSTS - 1)
     choice = choose_exploit(draws.exploit_top, draws.exploit_other, state.red_ports[row])
     pick = jnp.arange(tb.NUM_EXPLOITS) == choice  # [8] (all False when there is no option)
     stuck_ftp = state.femitter_stuck[row] & (choice == tb.FTP)
-    hits_decoy = jnp.any(pick & decoy_offers(state.decoys, decoy_exploit)[row]) | stuck_ftp
-    works = jnp.any(pick & services[row] & ~broken[row]) & ~hits_decoy
+    # An exploit takes the first process serving its port, and a genuine service comes before
+    # any decoy: CybORG 2.1's Vsftpd decoy (port 80) on User3/User4 lures nothing.
+    lures = decoy_offers(state.decoys, decoy_exploit)[row] & ~services[row]
+    lured = jnp.any(pick & lures) | stuck_ftp
+    hits_decoy = lured & host_routed
+    works = jnp.any(pick & services[row] & ~broken[row]) & ~lured & host_routed
     exploited = is_exploit & works
     lands_root = jnp.any(pick & jnp.asarray(tb.ROOT_EXPLOITS)[row])
     detected = draws.detection < jnp.sum(pick * tb.EXPLOIT_DETECTION)
@@ -363,9 +379,9 @@ def apply_red(
     activity = jnp.where(
         at & exploit_shows,
         ACT_EXPLOIT,
-        jnp.where(at & (scan_at | (is_exploit & (exploited | hits_decoy))), ACT_SCAN, ACT_NONE),
+        jnp.where(at & (scan_seen | (is_exploit & (exploited | hits_decoy))), ACT_SCAN, ACT_NONE),
     ).astype(jnp.int32)
-    success = is_sweep | is_scan | exploited | escalated | impacted_now | (kind == red.RED_SLEEP)
+    success = swept | is_scan | exploited | escalated | impacted_now | (kind == red.RED_SLEEP)
     new_state = state.replace(
         access=access,
         root_shell=root_shell,

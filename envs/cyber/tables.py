@@ -162,7 +162,7 @@ DECOY_EXPLOIT_FIXED = DECOY_EXPLOIT_BUGGY.copy()
 DECOY_EXPLOIT_FIXED[VSFTPD] = FTP
 
 # Which decoys a host accepts in its initial state (port free, OS matches) [13, 8]
-# (CybORG++ "Decoy Deployment Strategy" table). User0 is out of Blue's reach.
+# (CybORG++ "Decoy Deployment Strategy" table). User0 runs User1's image and takes its decoys.
 DECOY_COMPATIBLE = _host_table(
     {
         DEFENDER: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
@@ -173,6 +173,7 @@ DECOY_COMPATIBLE = _host_table(
         OP_HOST1: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
         OP_HOST2: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
         OP_SERVER0: (APACHE, HARAKA_SMTP, TOMCAT, VSFTPD),
+        USER0: (APACHE, SMSS, SVCHOST, TOMCAT),
         USER1: (APACHE, SMSS, SVCHOST, TOMCAT),
         USER2: (APACHE, SSHD, TOMCAT, FEMITTER),
         USER3: (SSHD, VSFTPD),
