@@ -22,6 +22,7 @@ PRECISIONS = ("float32", "bfloat16", "auto")
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
 CORES = ("none", "gru", "lstm")
 PFSP = ("hard", "variance", "uniform")
+WANDB_MODES = ("online", "offline")
 SIDES = ("random", "first")
 SWITCHABLE = ("selfplay",)  # features a curriculum stage can switch on (off elsewhere)
 # Hyperparameters a sweep may vary (traced: no recompile per value) -> Hyper field.
@@ -165,6 +166,21 @@ class EvaluationConfig:
 
 
 @dataclass(frozen=True)
+class WandbConfig:
+    """Weights & Biases logging beside TensorBoard: off unless a project is named."""
+
+    project: str = ""  # W&B project; "" = no W&B logging (needs pip install '.[wandb]')
+    mode: str = "online"  # online | offline (kept in RUN_DIR/wandb; wandb sync later)
+
+
+@dataclass(frozen=True)
+class LoggerConfig:
+    """Where scalars go besides TensorBoard (which is always written)."""
+
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+
+
+@dataclass(frozen=True)
 class MeshConfig:
     """Devices the env batch is sharded over (params replicated, gradients averaged)."""
 
@@ -187,6 +203,7 @@ class Config:
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     sweep: dict[str, list[float]] = field(default_factory=dict)  # {ppo.lr: [1e-4, 3e-4]}
     mesh: MeshConfig = field(default_factory=MeshConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
 
     # ---- derived sizes -------------------------------------------------------------------
     @property
@@ -329,6 +346,8 @@ _DATACLASSES = {
         EvalLaneConfig,
         EvaluationConfig,
         MeshConfig,
+        WandbConfig,
+        LoggerConfig,
         Config,
     )
 }
@@ -345,6 +364,7 @@ _SECTIONS = (
     "evaluation",
     "sweep",
     "mesh",
+    "logger",
 )
 CURRICULUM_METRICS = ("episode_return", "episode_length")
 
@@ -596,6 +616,11 @@ def validate(config: Config) -> None:
     _require(
         replay == 0.0 or len(config.curriculum.stages) >= 2,
         "curriculum.replay needs at least two curriculum.stages",
+    )
+    mode = config.logger.wandb.mode
+    _require(
+        mode in WANDB_MODES,
+        f"logger.wandb.mode must be one of {', '.join(WANDB_MODES)}, got {mode!r}",
     )
     _validate_mesh(config)
     _validate_selfplay(config, base_env)

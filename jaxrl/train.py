@@ -52,7 +52,14 @@ from jaxrl.distributed import (
     join,
     sync,
 )
-from jaxrl.logger import Logger, NullLogger, chunk_scalars
+from jaxrl.logger import (
+    Logger,
+    Loggers,
+    NullLogger,
+    WandbLogger,
+    chunk_scalars,
+    wandb_available,
+)
 from jaxrl.setup import Setup, make_setup
 from jaxrl.train_step import init_run, make_train_step
 from jaxrl.types import RunnerState
@@ -132,10 +139,11 @@ class _Signals:
         self.signum = signum if first else self.signum
         if first and self.training:
             name = signal.Signals(signum).name
-            tqdm.write(
-                f"{name}: finishing the chunk in flight, then saving it; {name} again aborts",
-                file=sys.stderr,
-            )
+            notice = f"{name}: finishing the chunk in flight, then saving it; {name} again aborts"
+            try:  # on its own line, the progress bar redrawn below it
+                tqdm.write(notice, file=sys.stderr)
+            except RuntimeError:  # the handler interrupted a write to stderr (reentrant call)
+                os.write(2, f"\n{notice}\n".encode())
             return
         raise KeyboardInterrupt
 
@@ -386,19 +394,50 @@ def _train(
         if resume and saved is None:
             print(f"  (no checkpoint in {run_dir} yet: starting at update 0)", flush=True)
 
-    members = setup.members
-    if not main:
-        loggers = [NullLogger() for _ in members.names]
-    elif members.count == 1:
-        loggers = [Logger(run_dir)]
-    else:  # one TensorBoard run per member, readable on its own
-        loggers = [Logger(run_dir / name) for name in members.names]
+    loggers = []
     try:
+        loggers = make_loggers(config, setup, run_dir) if main else []
+        loggers = loggers or [NullLogger() for _ in setup.members.names]
         return _loop(config, setup, runner, checkpointer, loggers, run_dir, quiet, signals)
     finally:
         for logger in loggers:
             logger.close()
         checkpointer.close()
+
+
+def make_loggers(config: Config, setup: Setup, run_dir: Path) -> list[Logger | Loggers]:
+    """One logger per member: TensorBoard, and W&B too when ``logger.wandb.project`` is set.
+
+    One member writes TensorBoard events into ``run_dir``, several into ``run_dir/<member>``
+    (each a TensorBoard run of its own); each member is its own W&B run, grouped by run dir.
+
+    Raises:
+      ConfigError: a W&B project is named but the ``wandb`` package is not installed.
+    """
+    members = setup.members
+    single = members.count == 1
+    boards = [Logger(run_dir if single else run_dir / name) for name in members.names]
+    wandb = config.logger.wandb
+    if not wandb.project:
+        return boards
+    if not wandb_available():
+        for board in boards:
+            board.close()
+        raise ConfigError(
+            "logger.wandb.project is set but wandb is not installed: pip install -e '.[wandb]'"
+        )
+    loggers = []
+    for i, board in enumerate(boards):
+        member = {"member": members.names[i], "seed": members.seeds[i], **members.points[i]}
+        runs = WandbLogger(
+            run_dir,
+            "" if single else members.names[i],
+            wandb.project,
+            wandb.mode,
+            {**config.to_dict(), **({} if single else member)},
+        )
+        loggers.append(Loggers(board, runs))
+    return loggers
 
 
 def complete_message(run_dir: Path, update: int, config: Config) -> str:

@@ -567,3 +567,13 @@ def test_array_leaves_keep_dtype_and_shape():
         cast_value("w", [1, 2], leaf)
     with pytest.raises(ValueError, match=re.escape("(out of int32 range)")):
         cast_value("w", [1, 2, 2**40], leaf)
+
+
+def test_wandb_logging_is_off_by_default_and_its_mode_checked():
+    assert load_config(None).logger.wandb.project == ""
+    config = load_config(None, ["logger.wandb.project=p", "logger.wandb.mode=offline"])
+    assert (config.logger.wandb.project, config.logger.wandb.mode) == ("p", "offline")
+    with pytest.raises(ConfigError, match=re.escape("logger.wandb.mode must be one of online")):
+        load_config(None, ["logger.wandb.mode=disabled"])
+    with pytest.raises(ConfigError, match=re.escape("unknown config key logger.wandb.projct")):
+        load_config(None, ["logger.wandb.projct=p"])

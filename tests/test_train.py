@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -350,3 +351,64 @@ def test_signal_during_compile_stops_at_once(tiny_config, tmp_path, two_runs):
     result = train(run_dir=run_dir, resume=True, quiet=True)
     assert [row["update"] for row in result.history] == [8, 16, 24]
     assert _leaves_equal(result.runner.params, two_runs[0].runner.params)
+
+
+def _wandb_history(path: Path) -> list[dict]:
+    """The history rows of an offline W&B run file (``run-<id>.wandb``).
+
+    The file is a LevelDB-style log: a 7-byte header, then 32 KiB blocks of records, each
+    with a 7-byte header (crc32, little-endian length, kind: 1 full, 2 first, 3 middle,
+    4 last) and a piece of one serialised ``wandb.proto`` ``Record``.
+    """
+    import json  # noqa: PLC0415
+
+    from wandb.proto import wandb_internal_pb2  # noqa: PLC0415
+
+    data = path.read_bytes()
+    block, pos, rows, pending = 32768, 7, [], b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        pending += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # a whole record, or the last piece of one
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            pending = b""
+            if record.WhichOneof("record_type") == "history":
+                items = record.history.item  # the key is in key or nested_key
+                rows.append(
+                    {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in items}
+                )
+    return rows
+
+
+@pytest.mark.slow
+def test_wandb_offline_logs_the_tensorboard_scalars_per_member(tmp_path):
+    """``logger.wandb`` in offline mode: one W&B run per member, holding the same scalars at
+    the same env steps as that member's TensorBoard run."""
+    pytest.importorskip("wandb")
+    from tensorboard.backend.event_processing import event_accumulator  # noqa: PLC0415
+
+    overrides = [*TINY, "train.num_seeds=2", "logger.wandb.project=jaxrl-test"]
+    config = load_config(
+        REPO / "configs" / "cartpole.yaml", [*overrides, "logger.wandb.mode=offline"]
+    )
+    run_dir = tmp_path / "wb"
+    train(config, run_dir, quiet=True)
+    ids = json.loads((run_dir / "wandb_ids.json").read_text())
+    assert sorted(ids) == ["seed0", "seed1"]
+    for member, run_id in ids.items():
+        (run_file,) = (run_dir / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
+        rows = _wandb_history(run_file)
+        assert [row["env_steps"] for row in rows] == [0, 1024, 2048, 3072]
+        assert rows[0]["perf/compile_s"] > 0
+        board = event_accumulator.EventAccumulator(str(run_dir / member))
+        board.Reload()
+        for tag in ("train/policy_loss", "train/learning_rate", "perf/sps"):
+            logged = [(e.step, e.value) for e in board.Scalars(tag)]
+            assert [(row["env_steps"], row[tag]) for row in rows[1:]] == [
+                (step, pytest.approx(value, rel=1e-6)) for step, value in logged
+            ]
