@@ -99,5 +99,7 @@ bench gru_unroll16_$BIG 60 --only train "${CP[@]}" "${GRU[@]}" --set network.cor
   --train-envs $BIG
 
 step "done"
+# The device tool brings back at most 8 files: the log and one archive of the JSON files.
+(cd "$OUT" && tar -czf results.tgz --remove-files ./*.json ./*.jsonl 2>/dev/null)
 grep -E "^(==|exit|skipped)|/sps:|busy|kernels_per|rollout_fraction|peak_memory|steps_per_s|selfplay/elo|elo" \
   "$log" | grep -v -i warning | tail -60
