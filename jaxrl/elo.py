@@ -104,7 +104,7 @@ def newton_elo(
       max_step: largest change of one Newton step, in Elo.
 
     Returns:
-      ``[...]`` the new rating. Without games (and ``damping_games > 0``) it is ``rating``.
+      ``[...]`` the new rating; ``rating`` itself without games.
     """
     rating = jnp.asarray(rating)
     opponent = jnp.asarray(opponent, rating.dtype)
@@ -114,7 +114,7 @@ def newton_elo(
     new = rating
     for _ in range(iterations):
         logit = _NAT_PER_ELO * (new[..., None] - opponent)
-        p = 0.5 * (1.0 + jnp.tanh(0.5 * logit))  # expected_score, as a logit
+        p = 0.5 * (1.0 + jnp.tanh(0.5 * logit))  # expected_score(new, opponent)
         gradient = (points - games * p).sum(-1) - curvature * _NAT_PER_ELO * (new - rating)
         hessian = (games * p * (1.0 - p)).sum(-1) + curvature  # minus the second derivative
         step = gradient / jnp.maximum(hessian, jnp.finfo(hessian.dtype).tiny) / _NAT_PER_ELO
