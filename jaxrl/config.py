@@ -67,7 +67,7 @@ class NetworkConfig:
     shared_torso: bool = False  # one torso for actor and critic, or one each
     core: str = "none"  # recurrent core between torso and heads: none | gru | lstm
     core_size: int = 128  # recurrent core width
-    core_unroll: int = 1  # time steps unrolled per loop iteration of the core's scan
+    core_unroll: int = 0  # core scan steps per loop iteration; 0: 1 on CPU, a sequence on GPU/TPU
 
 
 @dataclass(frozen=True)
@@ -533,7 +533,7 @@ def validate(config: Config) -> None:
     )
     _require(net.core in CORES, f"network.core must be one of {', '.join(CORES)}, got {net.core!r}")
     _require(net.core_size >= 1, f"network.core_size must be >= 1, got {net.core_size}")
-    _require(net.core_unroll >= 1, f"network.core_unroll must be >= 1, got {net.core_unroll}")
+    _require(net.core_unroll >= 0, f"network.core_unroll must be >= 0, got {net.core_unroll}")
     _require(ppo.num_steps >= 1, f"ppo.num_steps must be >= 1, got {ppo.num_steps}")
     _require(
         ppo.sequence_length == 0
