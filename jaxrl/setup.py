@@ -108,8 +108,14 @@ def make_optimizer(config: Config) -> optax.GradientTransformation:
 
 
 def current_learning_rate(opt_state) -> Any:
-    """The annealing fraction the next optimizer step uses (from ``inject_hyperparams``)."""
-    return opt_state.inner_state[1].hyperparams["learning_rate"]
+    """The annealing fraction the next optimizer step uses (from ``inject_hyperparams``).
+
+    Found by name with optax's tree utilities; the array filter skips the schedule's own
+    ``learning_rate`` entry, which is a function.
+    """
+    return optax.tree_utils.tree_get(
+        opt_state, "learning_rate", filtering=lambda _, value: isinstance(value, jax.Array)
+    )
 
 
 def make_setup(config: Config) -> Setup:
