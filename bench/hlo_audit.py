@@ -299,7 +299,19 @@ WORKLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
             "network.hidden_sizes=[16]",
         ),
     ),
+    # Not in CI (tests/test_hlo_audit.py): the arena's compile takes minutes on a 2-core CPU.
+    "metta_arena": (
+        "configs/metta_arena_gpu.yaml",
+        (
+            "env.num_envs=8",
+            "ppo.num_minibatches=1",
+            "train.updates_per_chunk=2",
+            "network.hidden_sizes=[16]",
+            "network.core_size=16",
+        ),
+    ),
 }
+CI_WORKLOADS = ("cartpole_ff", "cartpole_gru", "soccer_league")  # the three
 
 
 def compile_workload(name: str, platform: str = "gpu") -> tuple[Any, int]:
@@ -352,7 +364,7 @@ def report(audits: dict[str, Audit], out: Callable[[str], Any] = print) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.hlo_audit", description=__doc__)
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--workloads", default=",".join(CI_WORKLOADS), help=f"of {list(WORKLOADS)}")
     parser.add_argument("--platform", default="gpu", choices=("cpu", "gpu", "tpu"))
     parser.add_argument("--json", type=Path, help="write the audits here")
     args = parser.parse_args(argv)
