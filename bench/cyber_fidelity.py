@@ -1,7 +1,10 @@
 """CAGE2 fidelity table: scripted Blue baselines vs each Red agent, next to real CybORG's scores.
 
-    python -m bench.cyber_fidelity [--episodes N] [--json FILE] [--seed S]
+    python -m bench.cyber_fidelity [--episodes N] [--json FILE] [--seed S] [--blues B,...]
 
+Blues: the scripted baselines (``sleep``, ``react_restore``, ``react_decoy``) and the blind mixes
+of :data:`envs.cyber.blue.MIXES` (``random``: uniform over the 145 actions; ``remove_mix``,
+``decoy_mix``), which exercise Remove, Analyse, decoys and Restore on any host at any time.
 Each (Red, Blue) pair plays ``N`` vmapped episodes of 100 steps, once with CybORG 2.1's bugs
 (``fix_bugs=False``) and once with CybORG++'s fixes; the 30- and 50-step scores are the same
 episodes' returns after 30 and 50 steps (nothing in CAGE-2 depends on the episode length, so a
@@ -17,8 +20,11 @@ prefix of a 100-step episode is a 30-step episode). Prints mean +- standard erro
   does not reproduce that table (peer run: -102.7 vs -159 for B_line/React-Restore, -983.3 vs
   -1067 for Meander/Sleep), so it cannot gate.
 
-Exits 1 when a cell with a CybORG score falls outside ``max(3 * SE, 3% of the reference)``,
-with SE combining ours and the reference's.
+Exits 1 when a cell with a CybORG score falls outside its tolerance, with SE combining ours
+and the reference's: ``max(3 * SE, 3% of the reference)`` for the scripted Blues,
+``max(1.96 * SE, 5% of the reference)`` (the 95% interval or 5%) for the blind mixes against
+B_line and Meander, whose references are 200-500 CybORG episodes a cell (``MIX_REFERENCE``);
+a mix against a sleeping Red is held to 3 SE of the exact mean of its restore costs.
 """
 
 from __future__ import annotations
@@ -42,7 +48,9 @@ LENGTHS = (30, 50, 100)
 REDS = ("B_line", "Meander", "Sleep")
 RED_INDEX = {"Sleep": red_agents.SLEEP_AGENT, "B_line": red_agents.BLINE_AGENT,
              "Meander": red_agents.MEANDER_AGENT}  # fmt: skip
-BLUES = ("sleep", "random", "react_restore", "react_decoy")
+SCRIPTED_BLUES = ("sleep", "react_restore", "react_decoy")
+MIX_BLUES = tuple(blue_policies.MIXES)  # random, remove_mix, decoy_mix
+BLUES = SCRIPTED_BLUES + MIX_BLUES
 
 BUGS = {"2.1": False, "fixed": True}  # label -> EnvParams.fix_bugs
 
@@ -87,9 +95,57 @@ REFERENCE: dict[tuple[str, str, str, int], tuple[float, float]] = {
     ("fixed", "Meander", "react_decoy", 100): (-54.89, 0.35),
 }
 for _bugs in BUGS:  # a Blue that never restores scores 0 against a sleeping Red
-    for _blue in ("sleep", "react_restore", "react_decoy"):
+    for _blue in SCRIPTED_BLUES:
         for _length in LENGTHS:
             REFERENCE[(_bugs, "Sleep", _blue, _length)] = (0.0, 0.0)
+
+# The blind mixes in real CybORG (bench/cyber_peer.py --blue random|remove_mix|decoy_mix, seed 7):
+# (bugs, red, blue, length) -> (CybORG mean, its standard error). Episodes per cell: 500 for
+# B_line/random, 300 for Meander/random, 200 for the remove_mix and decoy_mix cells.
+MIX_REFERENCE: dict[tuple[str, str, str, int], tuple[float, float]] = {
+    ("2.1", "B_line", "random", 30): (-152.94, 3.53),
+    ("2.1", "B_line", "random", 50): (-339.19, 7.0),
+    ("2.1", "B_line", "random", 100): (-742.86, 15.55),
+    ("2.1", "Meander", "random", 30): (-34.45, 0.94),
+    ("2.1", "Meander", "random", 50): (-164.39, 5.3),
+    ("2.1", "Meander", "random", 100): (-562.24, 16.51),
+    ("2.1", "B_line", "remove_mix", 30): (-199.17, 3.49),
+    ("2.1", "B_line", "remove_mix", 50): (-424.55, 8.1),
+    ("2.1", "B_line", "remove_mix", 100): (-919.34, 21.61),
+    ("2.1", "Meander", "remove_mix", 30): (-37.33, 1.15),
+    ("2.1", "Meander", "remove_mix", 50): (-232.75, 6.01),
+    ("2.1", "Meander", "remove_mix", 100): (-768.67, 18.93),
+    ("2.1", "B_line", "decoy_mix", 30): (-160.67, 5.64),
+    ("2.1", "B_line", "decoy_mix", 50): (-380.11, 10.55),
+    ("2.1", "B_line", "decoy_mix", 100): (-951.22, 20.43),
+    ("2.1", "Meander", "decoy_mix", 30): (-31.35, 1.06),
+    ("2.1", "Meander", "decoy_mix", 50): (-180.33, 6.76),
+    ("2.1", "Meander", "decoy_mix", 100): (-753.47, 17.59),
+    ("fixed", "B_line", "random", 30): (-161.3, 3.47),
+    ("fixed", "B_line", "random", 50): (-349.2, 7.0),
+    ("fixed", "B_line", "random", 100): (-758.89, 15.29),
+    ("fixed", "Meander", "random", 30): (-36.16, 0.85),
+    ("fixed", "Meander", "random", 50): (-167.84, 5.26),
+    ("fixed", "Meander", "random", 100): (-572.65, 16.19),
+    ("fixed", "B_line", "remove_mix", 30): (-205.65, 3.49),
+    ("fixed", "B_line", "remove_mix", 50): (-428.96, 8.36),
+    ("fixed", "B_line", "remove_mix", 100): (-923.79, 21.59),
+    ("fixed", "Meander", "remove_mix", 30): (-42.76, 1.49),
+    ("fixed", "Meander", "remove_mix", 50): (-236.22, 6.2),
+    ("fixed", "Meander", "remove_mix", 100): (-768.12, 19.14),
+    ("fixed", "B_line", "decoy_mix", 30): (-176.54, 5.21),
+    ("fixed", "B_line", "decoy_mix", 50): (-408.25, 8.88),
+    ("fixed", "B_line", "decoy_mix", 100): (-994.37, 17.32),
+    ("fixed", "Meander", "decoy_mix", 30): (-35.8, 1.29),
+    ("fixed", "Meander", "decoy_mix", 50): (-184.6, 6.89),
+    ("fixed", "Meander", "decoy_mix", 100): (-736.81, 19.12),
+}
+for _bugs in BUGS:  # against a sleeping Red a blind mix scores minus its restores, on average
+    for _blue in MIX_BLUES:
+        for _length in LENGTHS:
+            _restores = blue_policies.MIXES[_blue][-1] / sum(blue_policies.MIXES[_blue])
+            MIX_REFERENCE[(_bugs, "Sleep", _blue, _length)] = (-_restores * _length, 0.0)
+REFERENCE.update(MIX_REFERENCE)
 
 # Published figures, shown next to ours but not gating (see the module docstring).
 PUBLISHED: dict[tuple[str, str, str, int], tuple[float, float]] = {
@@ -105,6 +161,36 @@ PUBLISHED: dict[tuple[str, str, str, int], tuple[float, float]] = {
 }
 
 
+def _cumulative(rewards: jax.Array) -> jax.Array:
+    """Returns after each of LENGTHS steps, float32 [3], from ``rewards`` float32 [100]."""
+    cumulative = jnp.cumsum(rewards)
+    return jnp.stack([cumulative[n - 1] for n in LENGTHS])
+
+
+@functools.cache
+def _mix_player(num_episodes: int):
+    """Jitted ``play(key, red_agent, fix_bugs, weights) -> returns float32 [3, N]``.
+
+    One compile serves every blind mix (``weights`` float32 [6]), Red and bug setting.
+    """
+    env, base_params = envs.make("CAGE2", max_steps_in_episode=max(LENGTHS))
+
+    def episode(key, params, weights):
+        def act(state, obs, key_act):
+            del obs
+            return blue_policies.mix_action(weights, key_act), state
+
+        return _cumulative(blue_policies.play(env, act, key, params, max(LENGTHS)).reward)
+
+    @jax.jit
+    def play(key, red_agent, fix_bugs, weights):
+        params = base_params.replace(red_agent=red_agent, fix_bugs=fix_bugs)
+        keys = jax.random.split(key, num_episodes)
+        return jax.vmap(episode, in_axes=(0, None, None))(keys, params, weights).T
+
+    return play
+
+
 @functools.cache
 def _player(blue_name: str, num_episodes: int, fix_bugs: bool):
     """Jitted ``play(key, red_agent) -> returns float32 [3, N]`` (after 30, 50, 100 steps)."""
@@ -112,9 +198,7 @@ def _player(blue_name: str, num_episodes: int, fix_bugs: bool):
     act = blue_policies.BASELINES[blue_name]
 
     def episode(key, params):
-        rewards = blue_policies.play(env, act, key, params, max(LENGTHS)).reward
-        cumulative = jnp.cumsum(rewards)
-        return jnp.stack([cumulative[n - 1] for n in LENGTHS])
+        return _cumulative(blue_policies.play(env, act, key, params, max(LENGTHS)).reward)
 
     @jax.jit
     def play(key, red_agent):
@@ -125,22 +209,45 @@ def _player(blue_name: str, num_episodes: int, fix_bugs: bool):
     return play
 
 
-def within(mean: float, se: float, ref: float, ref_se: float) -> bool:
-    """Whether ``mean`` is within ``max(3 * combined SE, 3% of |ref|)`` of ``ref``."""
-    tolerance = max(3.0 * math.hypot(se, ref_se), 0.03 * abs(ref))
+def within(
+    mean: float, se: float, ref: float, ref_se: float, z: float = 3.0, rel: float = 0.03
+) -> bool:
+    """Whether ``mean`` is within ``max(z * combined SE, rel * |ref|)`` of ``ref``."""
+    tolerance = max(z * math.hypot(se, ref_se), rel * abs(ref))
     return abs(mean - ref) <= tolerance + 1e-6
 
 
-def run(num_episodes: int, seed: int) -> list[dict]:
+def _tolerance(blue_name: str, red_name: str) -> dict[str, float]:
+    """``within``'s z and rel: 95% interval or 5% for a mix against a Red agent, else 3 SE or 3%.
+
+    A mix against a sleeping Red is checked against the exact mean of its restore costs (no
+    CybORG sample), so only our own sampling noise counts there: 3 SE, as for the scripted Blues.
+    """
+    if blue_name in MIX_BLUES and red_name != "Sleep":
+        return {"z": 1.96, "rel": 0.05}
+    return {"z": 3.0, "rel": 0.03}
+
+
+def _returns(blue_name: str, num_episodes: int, fix_bugs: bool, key, red_name: str):
+    """Returns after 30, 50 and 100 steps, float64 [3, N]."""
+    red_agent = jnp.int32(RED_INDEX[red_name])
+    if blue_name in MIX_BLUES:
+        weights = jnp.asarray(blue_policies.MIXES[blue_name], jnp.float32)
+        returns = _mix_player(num_episodes)(key, red_agent, jnp.bool_(fix_bugs), weights)
+    else:
+        returns = _player(blue_name, num_episodes, fix_bugs)(key, red_agent)
+    return np.asarray(returns, np.float64)
+
+
+def run(num_episodes: int, seed: int, blues: tuple[str, ...] = BLUES) -> list[dict]:
     """Every (bugs, Red, Blue, length) cell: mean, standard error and the reference if any."""
     rows = []
     key = jax.random.key(seed)
     for bugs, fix_bugs in BUGS.items():
-        for blue_name in BLUES:
-            play = _player(blue_name, num_episodes, fix_bugs)
+        for blue_name in blues:
             for red_name in REDS:
                 key, key_play = jax.random.split(key)
-                returns = np.asarray(play(key_play, jnp.int32(RED_INDEX[red_name])), np.float64)
+                returns = _returns(blue_name, num_episodes, fix_bugs, key_play, red_name)
                 for length, values in zip(LENGTHS, returns, strict=True):
                     mean = float(values.mean())
                     se = float(values.std(ddof=1) / math.sqrt(len(values)))
@@ -148,7 +255,8 @@ def run(num_episodes: int, seed: int) -> list[dict]:
                            "mean": mean, "se": se}  # fmt: skip
                     ref = REFERENCE.get((bugs, red_name, blue_name, length))
                     if ref is not None:
-                        row.update(cyborg=ref[0], cyborg_se=ref[1], ok=within(mean, se, *ref))
+                        ok = within(mean, se, *ref, **_tolerance(blue_name, red_name))
+                        row.update(cyborg=ref[0], cyborg_se=ref[1], ok=ok)
                     published = PUBLISHED.get((bugs, red_name, blue_name, length))
                     if published is not None:
                         row.update(published=published[0], published_se=published[1])
@@ -178,17 +286,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per cell")
     parser.add_argument("--json", metavar="FILE", help="also write the cells as JSON")
     parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
+    parser.add_argument("--blues", default=",".join(BLUES), help="comma-separated Blues")
     args = parser.parse_args(argv)
+    blues = tuple(args.blues.split(","))
+    unknown = sorted(set(blues) - set(BLUES))
+    if unknown:
+        parser.error(f"unknown Blue(s) {unknown}; choose from {BLUES}")
 
     start = time.perf_counter()
-    rows = run(args.episodes, args.seed)
+    rows = run(args.episodes, args.seed, blues)
     elapsed = time.perf_counter() - start
     print(format_table(rows))
     failed = [r for r in rows if r.get("ok") is False]
     print(
         f"\n{args.episodes} episodes per cell, {elapsed:.1f} s; "
         f"{sum('ok' in r for r in rows) - len(failed)}/{sum('ok' in r for r in rows)} "
-        "reference cells within max(3 SE, 3%)"
+        "reference cells within tolerance (mixes vs B_line/Meander: max(1.96 SE, 5%); "
+        "others: max(3 SE, 3%))"
     )
     if args.json:
         with open(args.json, "w") as f:

@@ -21,6 +21,17 @@ Blue baselines, written here from CybORG++'s ``mini_CAGE/test_agent.py`` definit
 52-bit table: ``react_restore`` (``React_restore_minimal``) remembers every host whose row
 shows User or Privileged and restores the lowest-index remembered host, one per step;
 ``react_decoy`` (``Restore_decoys``) places the next decoy of its plan where that would sleep.
+
+Blind Blues, which never read the table (``MIXES``: the chance of each action kind, the host
+and decoy type then uniform, drawn from their own ``numpy`` generator seeded ``--seed``; jaxrl's
+``envs.cyber.blue`` draws the same distribution): ``random`` is uniform over the 145 actions,
+``remove_mix`` mostly Removes, ``decoy_mix`` mostly decoys; both restore rarely, so Red gets far.
+Their references (``bench.cyber_fidelity.MIX_REFERENCE``) were run as, e.g.::
+
+    cd /work/venvs/src/Debugged_CybORG/CybORG && PYTHONPATH=. /work/venvs/cage/bin/python \
+        /work/main/bench/cyber_peer.py --red Meander --blue decoy_mix --episodes 200 --tag fixed
+
+CybORG is imported inside :func:`run` only, so jaxrl's tests can read ``MIXES`` without it.
 """
 
 from __future__ import annotations
@@ -31,12 +42,9 @@ import json
 import random
 
 import numpy as np
-from CybORG import CybORG  # noqa: I001 (only in the peer's environment)
-from CybORG.Agents import B_lineAgent, RedMeanderAgent, SleepAgent
-from CybORG.Agents.Wrappers import ChallengeWrapper
 
 LENGTHS = (30, 50, 100)
-REDS = {"B_line": B_lineAgent, "Meander": RedMeanderAgent, "Sleep": SleepAgent}
+REDS = ("B_line", "Meander", "Sleep")
 RESTORE, DECOY = 132, 28  # first Restore and Decoy action (EnumActionWrapper order)
 DECOY_TYPES = ("Apache", "Femitter", "HarakaSMPT", "Smss", "SSHD", "Svchost", "Tomcat", "Vsftpd")
 # Restore_decoys' host order (Enterprise2, Op_Server0, Enterprise1, Enterprise0, ...) and each
@@ -48,6 +56,35 @@ HOST_DECOYS = {
     3: ("Femitter",),
     7: ("HarakaSMPT", "Apache", "Tomcat", "Vsftpd"),
 }
+
+
+# Blind Blues: the chance of each action kind, in the order Sleep, Monitor, Analyse, Remove,
+# Decoy, Restore (the host, and the decoy type, then uniform). envs.cyber.blue.MIXES agrees.
+KINDS = ("sleep", "monitor", "analyse", "remove", "decoy", "restore")
+KIND_SIZES = (1, 1, 13, 13, 104, 13)  # actions of each kind, in the EnumActionWrapper order
+MIXES = {
+    "random": tuple(n / 145 for n in KIND_SIZES),  # uniform over the 145 actions
+    "remove_mix": (0.2, 0.0, 0.1, 0.6, 0.05, 0.05),
+    "decoy_mix": (0.1, 0.0, 0.05, 0.05, 0.78, 0.02),
+}
+BLUES = ("sleep", "react_restore", "react_decoy", *MIXES)
+
+
+class MixBlue:
+    """A blind Blue drawing each action from ``MIXES[name]``; ``seed`` seeds its generator."""
+
+    def __init__(self, name: str, seed: int):
+        self.weights = np.asarray(MIXES[name])
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self) -> None:
+        pass
+
+    def act(self, obs: np.ndarray) -> int:
+        del obs
+        kind = self.rng.choice(len(KINDS), p=self.weights / self.weights.sum())
+        first = sum(KIND_SIZES[:kind])
+        return int(first + self.rng.integers(KIND_SIZES[kind]))
 
 
 class ScriptedBlue:
@@ -81,12 +118,17 @@ class ScriptedBlue:
 
 def run(red: str, blue: str, episodes: int, seed: int) -> np.ndarray:
     """Blue's returns after 30, 50 and 100 steps, float [episodes, 3]."""
+    from CybORG import CybORG  # noqa: I001 (only in the peer's environment)
+    from CybORG.Agents import B_lineAgent, RedMeanderAgent, SleepAgent
+    from CybORG.Agents.Wrappers import ChallengeWrapper
+
+    agents = {"B_line": B_lineAgent, "Meander": RedMeanderAgent, "Sleep": SleepAgent}
     random.seed(seed)
     np.random.seed(seed)
     path = str(inspect.getfile(CybORG))[:-10] + "/Shared/Scenarios/Scenario2.yaml"
-    wrapper = ChallengeWrapper(env=CybORG(path, "sim", agents={"Red": REDS[red]}),
+    wrapper = ChallengeWrapper(env=CybORG(path, "sim", agents={"Red": agents[red]}),
                                agent_name="Blue")  # fmt: skip
-    agent = ScriptedBlue(blue)
+    agent = MixBlue(blue, seed) if blue in MIXES else ScriptedBlue(blue)
     returns = np.zeros((episodes, len(LENGTHS)))
     for episode in range(episodes):
         obs = wrapper.reset()
@@ -103,8 +145,8 @@ def run(red: str, blue: str, episodes: int, seed: int) -> np.ndarray:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--red", choices=tuple(REDS), required=True)
-    parser.add_argument("--blue", choices=("sleep", "react_restore", "react_decoy"), required=True)
+    parser.add_argument("--red", choices=REDS, required=True)
+    parser.add_argument("--blue", choices=BLUES, required=True)
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--tag", default="", help="label for the CybORG version (2.1, fixed)")

@@ -687,6 +687,42 @@ def test_fidelity_sleep_rows_and_tolerance():
     assert np.all(returns[0] >= returns[1]) and np.all(returns[1] >= returns[2])
 
 
+def test_blind_mixes_agree_with_the_peer():
+    # bench/cyber_peer.py draws the same mixes in CybORG (it imports CybORG only when it runs).
+    from bench import cyber_peer
+
+    assert cyber_peer.KINDS == blue.KINDS
+    assert cyber_peer.KIND_SIZES == tuple(int(n) for n in blue.KIND_SIZES)
+    assert set(cyber_peer.MIXES) == set(blue.MIXES)
+    for name, weights in blue.MIXES.items():
+        np.testing.assert_allclose(cyber_peer.MIXES[name], weights)
+    # mix_action: kinds drawn with the mix's chances, uniform within a kind.
+    keys = jax.random.split(jax.random.key(0), 20000)
+    for name in ("random", "remove_mix"):
+        weights = jnp.asarray(blue.MIXES[name])
+        actions = np.asarray(jax.vmap(blue.mix_action, in_axes=(None, 0))(weights, keys))
+        kinds = np.searchsorted(blue.KIND_FIRST, actions, side="right") - 1
+        freq = np.bincount(kinds, minlength=len(blue.KINDS)) / len(actions)
+        np.testing.assert_allclose(freq, np.asarray(weights) / np.sum(weights), atol=0.015)
+        assert actions.min() >= 0 and actions.max() < tb.NUM_ACTIONS
+    assert len(np.unique(actions[kinds == 3])) == tb.NUM_HOSTS  # every Remove host drawn
+
+
+def test_fidelity_blind_mixes_match_cyborg_at_a_small_count():
+    # CI's gate on the blind-mix cells: 128 episodes a cell, one compile for every mix, Red
+    # and bug setting. At this count our standard error dominates, so the gate is 3 combined
+    # SE or 5%; the full-count table (bench/RESULTS.md) holds them to 1.96 SE or 5%.
+    rows = cyber_fidelity.run(128, seed=0, blues=cyber_fidelity.MIX_BLUES)
+    cells = [r for r in rows if "cyborg" in r]
+    assert len(cells) == 2 * 3 * 3 * 3  # bugs x Red (B_line, Meander, Sleep) x mix x length
+    bad = [
+        r
+        for r in cells
+        if not cyber_fidelity.within(r["mean"], r["se"], r["cyborg"], r["cyborg_se"], 3.0, 0.05)
+    ]
+    assert not bad, bad
+
+
 def _draws(**changes) -> cage.StepDraws:
     """Step uniforms: all 0 (top exploit, detected, GreenAgent acting on User0) unless given."""
     zeros = {

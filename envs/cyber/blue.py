@@ -11,6 +11,10 @@ fresh :func:`init_policy_state` per episode (the fidelity bench plays whole epis
 - ``react_decoy`` (mini_CAGE's ``Restore_decoys``): the same restores; on a step it would
   sleep it places the next decoy of a fixed greedy list (Enterprise2, Op_Server0, Enterprise1,
   Enterprise0, ...), each list entry tried once.
+- Blind mixes (``MIXES``, the same distributions as ``bench/cyber_peer.py``): each step an action
+  kind drawn with the mix's chances (Sleep, Monitor, Analyse, Remove, Decoy, Restore), then a
+  uniform host (and decoy type). ``random`` is uniform over the 145 actions, ``remove_mix``
+  mostly Removes and ``decoy_mix`` mostly decoys.
 """
 
 from __future__ import annotations
@@ -79,6 +83,38 @@ def random(state: PolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.Arra
     return jax.random.randint(key, (), 0, tb.NUM_ACTIONS, jnp.int32), state
 
 
+# Action kinds in CybORG's order, their sizes, and each blind mix's chance of each kind.
+KINDS = ("sleep", "monitor", "analyse", "remove", "decoy", "restore")
+KIND_FIRST = np.array([tb.SLEEP, tb.MONITOR, tb.ANALYSE, tb.REMOVE, tb.DECOY, tb.RESTORE])  # [6]
+KIND_SIZES = np.diff(np.append(KIND_FIRST, tb.NUM_ACTIONS))  # [6]: 1, 1, 13, 13, 104, 13
+MIXES: dict[str, tuple[float, ...]] = {
+    "random": tuple(float(n) / tb.NUM_ACTIONS for n in KIND_SIZES),
+    "remove_mix": (0.2, 0.0, 0.1, 0.6, 0.05, 0.05),
+    "decoy_mix": (0.1, 0.0, 0.05, 0.05, 0.78, 0.02),
+}
+
+
+def mix_action(weights: jax.Array, key: jax.Array) -> jax.Array:
+    """An action drawn from a mix: kind by ``weights`` (float [6]), then uniform within it."""
+    key_kind, key_index = jax.random.split(key)
+    weights = jnp.asarray(weights, jnp.float32)
+    kind = jax.random.choice(key_kind, len(KINDS), p=weights / jnp.sum(weights))
+    offset = jnp.floor(jax.random.uniform(key_index) * jnp.asarray(KIND_SIZES)[kind])
+    return (jnp.asarray(KIND_FIRST)[kind] + offset.astype(jnp.int32)).astype(jnp.int32)
+
+
+def mix_policy(name: str) -> Callable:
+    """The blind Blue ``MIXES[name]`` as a policy."""
+    weights = np.asarray(MIXES[name], np.float32)
+
+    def act(state: PolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, PolicyState]:
+        del obs
+        return mix_action(weights, key), state
+
+    act.__name__ = name
+    return act
+
+
 def react_restore(
     state: PolicyState, obs: jax.Array, key: jax.Array
 ) -> tuple[jax.Array, PolicyState]:
@@ -142,4 +178,6 @@ BASELINES: dict[str, Callable] = {
     "random": random,
     "react_restore": react_restore,
     "react_decoy": react_decoy,
+    "remove_mix": mix_policy("remove_mix"),
+    "decoy_mix": mix_policy("decoy_mix"),
 }
