@@ -23,15 +23,13 @@ from envs.soccer.env import (
 )
 from envs.soccer.physics import MAX_PER_TEAM, NUM_ACTIONS, PhysicsParams
 from envs.soccer.rule_policy import (
-    ScriptedTrace,
     idle_policy,
     random_policy,
-    rollout_states,
     rule_policy,
-    scripted_rollout,
     scripted_team_actions,
     team_view_from_obs,
 )
+from envs.soccer.scripted_play import ScriptedTrace, rollout_states, scripted_rollout
 
 __all__ = [
     "IDLE",

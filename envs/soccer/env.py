@@ -83,12 +83,15 @@ from gymnax.environments import environment, spaces
 
 from envs.soccer import physics
 from envs.soccer.physics import (
+    BALL_SPEED_SCALE,
+    CAR_SPEED_SCALE,
     HALF_LENGTH,
     HALF_WIDTH,
     MAX_PER_TEAM,
     NOOP_ACTION,
     NUM_ACTIONS,
     NUM_CARS,
+    OBS_DIM,
     Bodies,
     PhysicsParams,
     StepEvents,
@@ -96,14 +99,10 @@ from envs.soccer.physics import (
     cast_python_scalars,
 )
 
-CAR_SPEED_SCALE = 2.3  # velocity normalisers for observations (top car / ball speeds)
-BALL_SPEED_SCALE = 6.0
-OTHER_FEATURES = 9
-OBS_DIM = 20 + (MAX_PER_TEAM - 1) * OTHER_FEATURES + MAX_PER_TEAM * OTHER_FEATURES  # 65
+# The scripted policy kinds (``EnvParams.opponent_kind``) and the policies themselves; the
+# rule_policy module reads only physics, so this import runs one way.
+from envs.soccer.rule_policy import IDLE, RANDOM, RULE, scripted_team_actions
 
-# Scripted policy kinds (``EnvParams.opponent_kind``, ``rule_policy.scripted_team_actions``).
-IDLE, RULE, RANDOM = 0, 1, 2
-NUM_SCRIPTED_KINDS = 3
 NUM_TEAMS = 2
 
 DEFAULT_REWARD_PATH = Path(__file__).resolve().parents[2] / "configs" / "rewards" / "soccer.yaml"
@@ -540,10 +539,6 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
         key: jax.Array, team_obs: jax.Array, kind: jax.Array, skill: jax.Array
     ) -> jax.Array:
         """``rule_policy.scripted_team_actions``: a scripted team's int32 [3] actions."""
-        # Imported here: the rule_policy module imports this one (its scripted play steps the
-        # env). ``envs.soccer.rule_policy`` is the policy function, so import from the module.
-        from envs.soccer.rule_policy import scripted_team_actions  # noqa: PLC0415
-
         return scripted_team_actions(key, team_obs, kind, skill)
 
     @staticmethod

@@ -45,6 +45,12 @@ NUM_SUBSTEPS = 3  # physics substeps per env step (stability at top speed)
 STEP_DT = 1.0 / 15.0  # seconds per env step (Rocket League bots: 120 Hz / tick-skip 8)
 SUBSTEP_DT = STEP_DT / NUM_SUBSTEPS
 
+# --- Observation layout (the env's ``observe`` encodes it, the RulePolicy decodes it) ---
+CAR_SPEED_SCALE = 2.3  # velocity normalisers for observations (top car / ball speeds)
+BALL_SPEED_SCALE = 6.0
+OTHER_FEATURES = 9  # features per teammate or opponent block
+OBS_DIM = 20 + (MAX_PER_TEAM - 1) * OTHER_FEATURES + MAX_PER_TEAM * OTHER_FEATURES  # 65
+
 # Where inactive cars wait: far outside the field, spread so they never overlap each other.
 PARK_POSITIONS = np.array([[50.0 + 5.0 * i, 50.0] for i in range(NUM_CARS)], np.float32)  # [6, 2]
 
