@@ -18,7 +18,15 @@ import jax.numpy as jnp
 
 from envs.params import nest_dotted, override_params
 from envs.probes import MemoryProbe
-from envs.wrappers import ActionRepeat, EpisodeStatistics, Float32, MaskObservation, Wrapper
+from envs.wrappers import (
+    ActionRepeat,
+    EpisodeStatistics,
+    Float32,
+    MaskObservation,
+    Wrapper,
+    action_shape,
+    check_action_shape,
+)
 
 __all__ = [
     "ActionRepeat",
@@ -28,6 +36,8 @@ __all__ = [
     "MemoryProbe",
     "Wrapper",
     "abstract_step",
+    "action_shape",
+    "check_action_shape",
     "make",
     "nest_dotted",
     "override_params",
@@ -61,9 +71,7 @@ def abstract_step(env: Any, params: Any) -> tuple[Any, tuple]:
     def one_step(key):
         obs, state = env.reset(key, params)
         action = env.action_space(params).sample(key)
-        num_agents = int(getattr(env, "num_agents", 1))
-        if num_agents > 1:
-            action = jnp.broadcast_to(action, (num_agents,) + action.shape)
+        action = jnp.broadcast_to(action, action_shape(env, params))
         return obs, env.step(key, state, action, params)
 
     return jax.eval_shape(one_step, jax.random.key(0))

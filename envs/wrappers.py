@@ -15,6 +15,28 @@ from flax import struct
 from gymnax.environments import environment, spaces
 
 
+def action_shape(env: Any, params: Any) -> tuple[int, ...]:
+    """The shape of the action ``env.step`` takes: the action space's, led by [A] if multi-agent.
+
+    A multi-agent env (``num_agents > 1``: Soccer, MettaArena) takes one action per agent slot.
+    """
+    shape = tuple(env.action_space(params).shape)
+    num_agents = int(getattr(env, "num_agents", 1))
+    return (num_agents, *shape) if num_agents > 1 else shape
+
+
+def check_action_shape(env: Any, params: Any, action: Any) -> None:
+    """Raise a one-line ValueError if ``action`` does not have :func:`action_shape`.
+
+    Shapes are static, so this runs once, at trace time, and costs nothing in the compiled
+    step; without it a wrong shape fails deep inside the env (an IndexError in its rules).
+    """
+    expected = action_shape(env, params)
+    got = tuple(jnp.shape(action))
+    if got != expected:
+        raise ValueError(f"{env.name}: expected actions of shape {expected}, got {got}")
+
+
 class Wrapper:
     """Base wrapper: forwards everything it does not override to the wrapped env."""
 
@@ -69,7 +91,13 @@ class EpisodeStatistics(Wrapper):
         return obs, state
 
     def step(self, key: jax.Array, state: EpisodeStatsState, action: Any, params: Any):
-        """Step the env, accumulate the episode counters and report finished episodes."""
+        """Step the env, accumulate the episode counters and report finished episodes.
+
+        Raises:
+          ValueError: at trace time, if ``action`` does not have :func:`action_shape`.
+        """
+        # The trainer's outermost wrapper, so every env it steps is checked here, once.
+        check_action_shape(self._env, params, action)
         obs, env_state, reward, terminated, truncated, info = self._env.step(
             key, state.env_state, action, params
         )

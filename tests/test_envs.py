@@ -218,6 +218,52 @@ def test_episode_statistics_termination():
     assert info["episode_length"][first + 1, 0] == 1
 
 
+# ---- action shapes --------------------------------------------------------------------------
+
+
+def _step_shapes(env, params, action):
+    """Trace (no compute) a reset and one step of ``EpisodeStatistics(env)`` with ``action``."""
+    wrapped = EpisodeStatistics(env)
+
+    def one_step(key):
+        _, state = wrapped.reset(key, params)
+        return wrapped.step(key, state, action, params)
+
+    return jax.eval_shape(one_step, jax.random.key(0))
+
+
+@pytest.mark.parametrize(
+    "name, good, bad, message",
+    [
+        (
+            "MettaArena",
+            jnp.zeros(24, jnp.int32),
+            jnp.zeros((), jnp.int32),
+            "MettaArena: expected actions of shape (24,), got ()",
+        ),
+        (
+            "CartPole-v1",
+            jnp.zeros((), jnp.int32),
+            jnp.zeros(2, jnp.int32),
+            "CartPole-v1: expected actions of shape (), got (2,)",
+        ),
+        (
+            "Pendulum-v1",
+            jnp.zeros(1, jnp.float32),
+            jnp.zeros((), jnp.float32),
+            "Pendulum-v1: expected actions of shape (1,), got ()",
+        ),
+    ],
+)
+def test_wrong_action_shape_is_a_one_line_value_error_at_trace_time(name, good, bad, message):
+    env, params = _make(name)
+    assert envs.action_shape(env, params) == good.shape
+    _step_shapes(env, params, good)
+    with pytest.raises(ValueError) as err:
+        _step_shapes(env, params, bad)
+    assert str(err.value) == message  # one line, raised before the env's own code runs
+
+
 # ---- ActionRepeat ---------------------------------------------------------------------------
 
 
