@@ -2,7 +2,8 @@
 
 Committed notebooks carry no outputs: CI regenerates them by executing each notebook here
 (nbclient, the executor behind ``jupyter nbconvert --execute``), and a failing cell fails
-the test with the cell's error.
+the test with the cell's error. Each run must also write its figures (PNG plots, the soccer
+GIF) as non-empty images and show each one inline.
 """
 
 from __future__ import annotations
@@ -14,6 +15,15 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+# What each notebook writes next to itself, and shows inline, by file name.
+FIGURES = {
+    "custom_env": ("corridor.png",),
+    "quickstart": ("quickstart_curve.png", "soccer.gif"),
+    "soccer_league": ("league_elo.png", "league_curves.png"),
+}
+WRITTEN = {"soccer_league": ("league_elo.json",)}  # written, not shown
+MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".gif": b"GIF8"}
+MIME = {".png": "image/png", ".gif": "image/gif"}
 
 
 def test_the_three_notebooks_exist():
@@ -22,6 +32,17 @@ def test_the_three_notebooks_exist():
         "quickstart.ipynb",
         "soccer_league.ipynb",
     ]
+    assert sorted(FIGURES) == [p.stem for p in NOTEBOOKS]
+
+
+def _displayed(book, mime: str) -> int:
+    """How many ``mime`` displays the executed notebook's outputs carry."""
+    return sum(
+        mime in output.get("data", {})
+        for cell in book.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -46,4 +67,13 @@ def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
         kernel_name="python3",
         resources={"metadata": {"path": str(workdir)}},
     )
-    client.execute()
+    book = client.execute()
+    # Each figure is written, is an image of its kind, and is shown inline.
+    for name in FIGURES[path.stem] + WRITTEN.get(path.stem, ()):
+        out = workdir / name
+        assert out.is_file() and out.stat().st_size > 0, f"{path.name} did not write {name}"
+        if out.suffix in MAGIC:
+            assert out.read_bytes().startswith(MAGIC[out.suffix]), f"{name} is not a {out.suffix}"
+    for suffix, mime in MIME.items():
+        shown = sum(name.endswith(suffix) for name in FIGURES[path.stem])
+        assert _displayed(book, mime) == shown, f"{path.name}: {mime} displays"
