@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
+from gymnax.wrappers.purerl import GymnaxWrapper
 
 
 def action_shape(env: Any, params: Any) -> tuple[int, ...]:
@@ -37,15 +38,14 @@ def check_action_shape(env: Any, params: Any, action: Any) -> None:
         raise ValueError(f"{env.name}: expected actions of shape {expected}, got {got}")
 
 
-class Wrapper:
-    """Base wrapper: forwards everything it does not override to the wrapped env."""
+class Wrapper(GymnaxWrapper):
+    """Base wrapper: forwards everything it does not override to the wrapped env.
 
-    def __init__(self, env: environment.Environment | Wrapper):
-        self._env = env
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for attributes the wrapper itself lacks (spaces, name, default_params).
-        return getattr(self._env, name)
+    gymnax's ``GymnaxWrapper`` keeps the env (``self._env = env``) and forwards the attributes
+    the wrapper itself lacks (spaces, name, default_params) through ``__getattr__``; this adds
+    ``unwrapped`` and pass-through ``reset``/``step``, so a subclass overrides only what it
+    changes.
+    """
 
     @property
     def unwrapped(self) -> environment.Environment:

@@ -205,7 +205,6 @@ class Curriculum(Feature):
     resets = True  # a promotion starts every env afresh under the new stage
     spec: CurriculumSpec
     layout: Layout
-    base_params: Any  # EnvParams the stage overrides apply to (env.kwargs)
     ranks: np.ndarray  # [E] int32, replay rank of each training env (-1: current stage)
 
     def init(self, params, obs_stats) -> CurriculumState:
@@ -248,8 +247,8 @@ class Curriculum(Feature):
             "episode_return": (sums.return_sum / per_episode, sums.episodes > 0),
             "episode_length": (sums.length_sum / per_episode, sums.episodes > 0),
             **{
-                f"outcome/{name}": (total / per_match, sums.matches > 0)
-                for name, total in sums.outcome_sums.items()
+                f"outcome/{name}": (outcome_sum / per_match, sums.matches > 0)
+                for name, outcome_sum in sums.outcome_sums.items()
             },
         }
         state, promoted = advance(self.spec, state, stage_metrics)
@@ -287,6 +286,5 @@ def make_curriculum(config, layout: Layout, base_params: Any) -> Curriculum | No
     return Curriculum(
         spec=spec,
         layout=layout,
-        base_params=base_params,
         ranks=replay_ranks(layout.num_envs, config.curriculum.replay),
     )

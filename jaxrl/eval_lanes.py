@@ -27,7 +27,7 @@ import envs
 from jaxrl.config import EvaluationConfig
 from jaxrl.elo import elo_from_score
 from jaxrl.features import Feature, FeatureOutput, UpdateResult, set_rows
-from jaxrl.layout import Layout, total
+from jaxrl.layout import Layout, sum_over_devices
 from jaxrl.match import MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar
 
@@ -86,7 +86,7 @@ class EvalLanes(Feature):
 
         def per_lane(x):  # [N] -> [Ln] over the evaluation envs of every device
             lane_sums = jax.ops.segment_sum(x[self.layout.num_envs :], lanes, num_segments=count)
-            return total(lane_sums, self.layout.axis)
+            return sum_over_devices(lane_sums, self.layout.axis)
 
         sums = result.sums
         state = EvalLanesState(

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.layout import total
+from jaxrl.layout import sum_over_devices
 from jaxrl.match import MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar
 from jaxrl.types import EpisodeSums, RunningStats
@@ -93,7 +93,7 @@ def masked_sums(sums: EpisodeSums, mask: jax.Array, axis: str | None = None) -> 
     promotion, an Elo update) is the same on all devices.
     """
     weight = mask.astype(jnp.float32)
-    return jax.tree.map(lambda x: total(jnp.sum(x * weight), axis), sums)
+    return jax.tree.map(lambda x: sum_over_devices(jnp.sum(x * weight), axis), sums)
 
 
 def set_rows(tree: Any, start: int, rows: Any) -> Any:

@@ -124,9 +124,14 @@ def make_layout(config: Config, env, devices: int = 1) -> Layout:
 DATA_AXIS = "data"  # the 1-D mesh axis the env batch is sharded over
 
 
-def total(x, axis: str | None):
+def sum_over_devices(x, axis: str | None):
     """``x`` summed over the devices of ``axis`` (itself on one device)."""
     return jax.lax.psum(x, axis) if axis else x
+
+
+# The old name, still imported by train_step.py (owned elsewhere this round); new code imports
+# sum_over_devices, and this alias goes once train_step.py does.
+total = sum_over_devices
 
 
 def device_index(axis: str | None) -> jax.Array:

@@ -58,11 +58,6 @@ def mean_of(total, count) -> Scalar:
     return Scalar.of(jnp.asarray(total, jnp.float32) / jnp.maximum(count, 1.0), count)
 
 
-def idle(scalars: dict[str, Scalar]) -> dict[str, Scalar]:
-    """The same metrics with zero weight (an update that did not run)."""
-    return jax.tree.map(jnp.zeros_like, scalars)
-
-
 def pack(specs: tuple[MetricSpec, ...], scalars: dict[str, Scalar]) -> Scalar:
     """One update's metrics as two arrays ``[M]`` in declaration order (``[..., M]`` for
     stacked scalars).

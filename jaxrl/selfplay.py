@@ -52,7 +52,7 @@ from jaxrl.acting import PolicyParams
 from jaxrl.config import SelfPlayConfig
 from jaxrl.elo import newton_elo
 from jaxrl.features import Feature, FeatureOutput, UpdateResult, masked_sums, set_rows
-from jaxrl.layout import Layout, total
+from jaxrl.layout import Layout, sum_over_devices
 from jaxrl.match import NETWORK, MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar, mean_of
 from jaxrl.types import RunningStats
@@ -105,12 +105,11 @@ def pfsp_probs(results: jax.Array, filled: jax.Array, mode: str) -> jax.Array:
     pool is empty.
     """
     weights = jnp.where(filled, pfsp_weights(win_rates(results), mode), 0.0)
-    total = weights.sum()
     uniform = filled.astype(jnp.float32)
-    weights = jnp.where(total > 0, weights, uniform)
-    total = weights.sum()
-    empty = total <= 0
-    probs = jnp.where(empty, 0.0, weights / jnp.maximum(total, 1e-30))
+    weights = jnp.where(weights.sum() > 0, weights, uniform)
+    weight_sum = weights.sum()
+    empty = weight_sum <= 0
+    probs = jnp.where(empty, 0.0, weights / jnp.maximum(weight_sum, 1e-30))
     return jnp.concatenate([probs, empty[None].astype(jnp.float32)])
 
 
@@ -202,7 +201,7 @@ class SelfPlay(Feature):
         layout, config = self.layout, self.config
         size = config.pool_size
         on = self.switched_on(result.plan)
-        active = total(on.any().astype(jnp.int32), layout.axis) > 0
+        active = sum_over_devices(on.any().astype(jnp.int32), layout.axis) > 0
 
         # Pool games of this rollout (pure matches only, see jaxrl.match): PFSP's counts.
         slot_results = result.slot_results[:size]

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnax.wrappers.purerl import GymnaxWrapper
 
 import envs
 from envs import ActionRepeat, EpisodeStatistics
@@ -262,6 +263,14 @@ def test_wrong_action_shape_is_a_one_line_value_error_at_trace_time(name, good, 
     with pytest.raises(ValueError) as err:
         _step_shapes(env, params, bad)
     assert str(err.value) == message  # one line, raised before the env's own code runs
+
+
+def test_wrapper_is_gymnax_wrapper_and_forwards_attributes():
+    env, _ = _make("CartPole-v1")
+    wrapped = EpisodeStatistics(ActionRepeat(env, 2))
+    assert isinstance(wrapped, GymnaxWrapper)
+    assert wrapped.unwrapped is env and wrapped.repeat == 2
+    assert (wrapped.name, wrapped.num_actions) == (env.name, env.num_actions)
 
 
 # ---- ActionRepeat ---------------------------------------------------------------------------
