@@ -129,11 +129,6 @@ def sum_over_devices(x, axis: str | None):
     return jax.lax.psum(x, axis) if axis else x
 
 
-# The old name, still imported by train_step.py (owned elsewhere this round); new code imports
-# sum_over_devices, and this alias goes once train_step.py does.
-total = sum_over_devices
-
-
 def device_index(axis: str | None) -> jax.Array:
     """This device's index along ``axis`` (0 on one device)."""
     return jax.lax.axis_index(axis) if axis else jnp.zeros((), jnp.int32)

@@ -24,7 +24,7 @@ from jaxrl.distributed import replicate
 from jaxrl.features import UpdateResult, masked_sums
 from jaxrl.gae import bootstrap_values, gae
 from jaxrl.hyper import Hyper, base_hyper
-from jaxrl.layout import total
+from jaxrl.layout import sum_over_devices
 from jaxrl.losses import Minibatch
 from jaxrl.match import MatchPlan, idle_plan, start_matches
 from jaxrl.metrics import MetricSpec, Scalar, idle_packed, mean_of, pack, reduce_packed
@@ -161,9 +161,9 @@ def global_var(x: jax.Array, axis: str | None) -> jax.Array:
     """Variance of every element of ``x`` on every device of ``axis``."""
     if not axis:
         return jnp.var(x)
-    count = total(jnp.asarray(x.size, jnp.float32), axis)
-    mean = total(x.sum(), axis) / count
-    return total(jnp.square(x - mean).sum(), axis) / count
+    count = sum_over_devices(jnp.asarray(x.size, jnp.float32), axis)
+    mean = sum_over_devices(x.sum(), axis) / count
+    return sum_over_devices(jnp.square(x - mean).sum(), axis) / count
 
 
 def explained_variance(values: jax.Array, returns: jax.Array, axis: str | None = None) -> jax.Array:
@@ -265,7 +265,9 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
         params=opt.params,
         obs_stats=out.obs_stats,
         sums=out.sums,
-        slot_results=None if out.slot_results is None else total(out.slot_results, layout.axis),
+        slot_results=(
+            None if out.slot_results is None else sum_over_devices(out.slot_results, layout.axis)
+        ),
         plan=plan,
         update_step=update_step,
     )
@@ -310,8 +312,8 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
         "rollout/episode_length": mean_of(sums.length_sum, sums.episodes),
         "rollout/episodes": Scalar.of(sums.episodes),
         **{
-            f"rollout/outcome/{name}": mean_of(total, sums.matches)
-            for name, total in sums.outcome_sums.items()
+            f"rollout/outcome/{name}": mean_of(outcome_sum, sums.matches)
+            for name, outcome_sum in sums.outcome_sums.items()
         },
         **feature_metrics,
     }
