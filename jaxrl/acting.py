@@ -44,7 +44,6 @@ class ActOutput(struct.PyTreeNode):
     action: jax.Array  # [B, *action_shape]
     log_prob: jax.Array  # [B] float32, log pi(action | obs)
     value: jax.Array  # [B] float32, V(obs)
-    obs_norm: jax.Array  # [B, *obs_shape] float32, the normalised observations the network saw
 
 
 def act(
@@ -106,7 +105,6 @@ def act(
         action=action,
         log_prob=log_prob,
         value=value[0],
-        obs_norm=obs_norm,
     )
 
 

@@ -134,7 +134,7 @@ class MatchCarry(struct.PyTreeNode):
 class MatchRecord(struct.PyTreeNode):
     """What one match step produced, per learner row ``[N * A]`` or per env ``[N]``."""
 
-    act: ActOutput  # the learner's step (obs_norm, action, log_prob, value, hidden)
+    act: ActOutput  # the learner's step (action, log_prob, value, hidden)
     is_first: jax.Array  # [N * A] bool, the observation acted on started an episode
     reward: jax.Array  # [N * A] float32, unscaled
     terminated: jax.Array  # [N * A] bool

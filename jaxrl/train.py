@@ -704,15 +704,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except TrainingInterrupted as stop:
-        print(stop.message, file=sys.stderr, flush=True)
-        if worker_busy():  # an abandoned compile or chunk would hold up the interpreter's exit
-            sys.stdout.flush()
-            os._exit(128 + stop.signum)
-        return 128 + stop.signum
+        return interrupted_exit(stop)
     except KeyboardInterrupt:  # before train() took over the signals (argument parsing, join)
         print("interrupted before training started: nothing saved", file=sys.stderr)
         return 130
     return 0
+
+
+def interrupted_exit(stop: TrainingInterrupted) -> int:
+    """Report an interrupted run; its exit status (``128 + signal``) for a command line."""
+    print(stop.message, file=sys.stderr, flush=True)
+    if worker_busy():  # an abandoned compile or chunk would hold up the interpreter's exit
+        sys.stdout.flush()
+        os._exit(128 + stop.signum)
+    return 128 + stop.signum
 
 
 def _complete_run(run_dir: Path) -> str | None:
