@@ -5,23 +5,36 @@ compiled program: every leaf of the runner state gets a leading ``[R]`` axis and
 function is ``jax.vmap``ped over it. Member ``m`` is sweep point ``m // num_seeds`` with seed
 ``seed + m % num_seeds``; with one member there is no leading axis at all.
 
-The hyperparameters a sweep may vary are array leaves of :class:`Hyper`, carried in the
-runner state, so every member traces the same function: no recompile per value.
+The values a sweep (or population-based training, :mod:`jaxrl.pbt`) may vary per member are
+array leaves of :class:`Hyper`, carried in the runner state, so every member traces the same
+function: no recompile per value. They are addressed by their config key:
+
+- ``ppo.<field>`` for the PPO hyperparameters (``ppo.lr``, ``ppo.ent_coef``, ...);
+- ``env.kwargs.<path>`` for a numeric scalar array leaf of the env's ``EnvParams``, e.g.
+  ``env.kwargs.reward.touch``. :func:`member_env_params` writes the member's values into the
+  env params the member's rollouts play under, so a sweep over a reward weight is one compile
+  for every weight.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxrl.config import SWEEPABLE, Config
+if TYPE_CHECKING:
+    from jaxrl.config import Config
+
+ENV_PREFIX = "env.kwargs."  # config keys of env parameters: env.kwargs.<path in EnvParams>
+KINDS = ("float", "int", "bool")  # what an env leaf holds (ppo values are all float)
 
 
 class Hyper(struct.PyTreeNode):
-    """The traced PPO hyperparameters of one member (float32 scalars)."""
+    """The traced per-member values of one member (float32 scalars)."""
 
     lr: jax.Array  # Adam learning rate before annealing
     ent_coef: jax.Array  # entropy bonus weight
@@ -29,6 +42,14 @@ class Hyper(struct.PyTreeNode):
     gamma: jax.Array  # discount
     gae_lambda: jax.Array  # GAE lambda
     vf_coef: jax.Array  # value loss weight
+    # {path in EnvParams (reward.touch): () float32}: the env parameters that vary per
+    # member (swept or explored by PBT); empty otherwise, so runs without them keep the
+    # runner state (and checkpoints) they always had.
+    env: dict = struct.field(default_factory=dict)
+
+
+# ppo.<field> -> Hyper field (the same names as config.SWEEPABLE; a test keeps them equal).
+PPO_KEYS = {f"ppo.{f.name}": f.name for f in dataclasses.fields(Hyper) if f.name != "env"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +67,132 @@ class Members:
         return len(self.names)
 
 
-def base_hyper(config: Config) -> Hyper:
-    """The config's own hyperparameters (float32 numpy scalars)."""
+# ---- addressing values by config key ------------------------------------------------------
+
+
+def is_env_key(key: str) -> bool:
+    """Whether ``key`` names an env parameter (``env.kwargs.<path>``)."""
+    return key.startswith(ENV_PREFIX)
+
+
+def env_path(key: str) -> str:
+    """``env.kwargs.reward.touch`` -> ``reward.touch`` (the path inside ``EnvParams``)."""
+    return key[len(ENV_PREFIX) :]
+
+
+def member_keys(hyper: Hyper) -> tuple[str, ...]:
+    """Config keys of every value of ``hyper``: the PPO fields, then its env parameters."""
+    return (*PPO_KEYS, *(ENV_PREFIX + path for path in hyper.env))
+
+
+def get_value(hyper: Hyper, key: str) -> jax.Array:
+    """The value of config key ``key`` in ``hyper``."""
+    if is_env_key(key):
+        return hyper.env[env_path(key)]
+    return getattr(hyper, PPO_KEYS[key])
+
+
+def set_value(hyper: Hyper, key: str, value: Any) -> Hyper:
+    """``hyper`` with the value of config key ``key`` replaced."""
+    if is_env_key(key):
+        return hyper.replace(env={**hyper.env, env_path(key): value})
+    return hyper.replace(**{PPO_KEYS[key]: value})
+
+
+def value_tags(hyper: Hyper) -> dict[str, jax.Array]:
+    """``{hyper/<config key>: value}``: the member's values as TensorBoard scalars."""
+    return {f"hyper/{key}": get_value(hyper, key) for key in member_keys(hyper)}
+
+
+# ---- env parameters as member values ------------------------------------------------------
+
+
+def env_leaf_kind(key: str, env_params: Any) -> str:
+    """The kind (one of :data:`KINDS`) of the env parameter ``key`` names.
+
+    Raises:
+      ValueError: (one line, naming ``key``) not an ``env.kwargs.`` key, no such parameter, a
+        struct, a static field (``pytree_node=False``), or not a numeric scalar.
+    """
+    if not is_env_key(key):
+        raise ValueError(f"{key}: env parameters are given as {ENV_PREFIX}<parameter>")
+    path = env_path(key)
+    node = env_params
+    for name in path.split("."):
+        if not (dataclasses.is_dataclass(node) and not isinstance(node, type)):
+            raise ValueError(f"{key}: {type(node).__name__} has no parameter {name!r}")
+        fields = {f.name: f for f in dataclasses.fields(node)}
+        if name not in fields:
+            raise ValueError(
+                f"{key}: no parameter {name!r} in {type(node).__name__} "
+                f"(known: {', '.join(sorted(fields))})"
+            )
+        if not fields[name].metadata.get("pytree_node", True):
+            raise ValueError(
+                f"{key}: static field (pytree_node=False) of {type(node).__name__}; it shapes "
+                "the compiled program and cannot differ between members"
+            )
+        node = getattr(node, name)
+    if dataclasses.is_dataclass(node):
+        raise ValueError(f"{key}: a struct; name one of its fields ({key}.<field>)")
+    dtype = np.asarray(node).dtype
+    if np.shape(node) != () or dtype.kind not in "biuf":
+        raise ValueError(
+            f"{key}: only numeric scalar parameters vary per member, got {type(node).__name__} "
+            f"of shape {list(np.shape(node))}"
+        )
+    return {"b": "bool", "i": "int", "u": "int", "f": "float"}[dtype.kind]
+
+
+def member_env_params(env_params: Any, hyper: Hyper) -> Any:
+    """``env_params`` with the member's env values (``hyper.env``) written in.
+
+    Each value is cast to its leaf's dtype: rounded for an integer leaf, ``!= 0`` for a bool
+    (values are checked at load to cast without loss). Traced per member, so every member of
+    a vmapped run plays under its own values in the one compiled program.
+    """
+    from envs.params import get_path, replace_path  # noqa: PLC0415 - see base_hyper
+
+    for path, value in hyper.env.items():
+        dtype = np.asarray(get_path(env_params, path)).dtype
+        value = jnp.asarray(value, jnp.float32)
+        if dtype.kind == "b":
+            cast = value != 0
+        elif dtype.kind in "iu":
+            cast = jnp.round(value).astype(dtype)
+        else:
+            cast = value.astype(dtype)
+        env_params = replace_path(env_params, path, cast)
+    return env_params
+
+
+def varied_env_keys(config: Config, explored: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The env keys that vary per member: swept ones, then those PBT explores (``explored``)."""
+    keys = [key for key in config.sweep if is_env_key(key)]
+    keys += [key for key in explored if is_env_key(key) and key not in keys]
+    return tuple(keys)
+
+
+# ---- the members --------------------------------------------------------------------------
+
+
+def base_hyper(config: Config, explored: tuple[str, ...] = ()) -> Hyper:
+    """The config's own values (float32 numpy scalars), env ones read from its env params.
+
+    ``explored``: config keys PBT varies besides the swept ones (their env parameters get an
+    entry in ``Hyper.env`` too, so every member's runner state has the same structure).
+    """
     ppo = config.ppo
     value = lambda x: np.float32(x)  # noqa: E731
+    env = {}
+    keys = varied_env_keys(config, explored)
+    if keys:
+        # Local: hyper is imported by the config's validation, which keeps envs lazy.
+        import envs  # noqa: PLC0415
+        from envs.params import get_path  # noqa: PLC0415
+
+        _, env_params = envs.make(config.env.name, **config.env.kwargs)
+        env = {env_path(key): value(get_path(env_params, env_path(key))) for key in keys}
     return Hyper(
         lr=value(ppo.lr),
         ent_coef=value(ppo.ent_coef),
@@ -57,20 +200,25 @@ def base_hyper(config: Config) -> Hyper:
         gamma=value(ppo.gamma),
         gae_lambda=value(ppo.gae_lambda),
         vf_coef=value(ppo.vf_coef),
+        env=env,
     )
 
 
-def make_members(config: Config) -> Members:
-    """Seeds ``seed .. seed + num_seeds - 1`` for every sweep point, point-major."""
+def make_members(config: Config, explored: tuple[str, ...] = ()) -> Members:
+    """Seeds ``seed .. seed + num_seeds - 1`` for every sweep point, point-major.
+
+    ``explored``: config keys PBT varies (see :func:`base_hyper`).
+    """
     seeds = config.train.num_seeds
     sweep = config.sweep
     points_count = len(next(iter(sweep.values()))) if sweep else 1
-    base = base_hyper(config)
+    base = base_hyper(config, explored)
     names, member_seeds, points, hypers = [], [], [], []
     for p in range(points_count):
         point = {key: float(values[p]) for key, values in sweep.items()}
-        changes = {SWEEPABLE[key]: np.float32(value) for key, value in point.items()}
-        hyper = base.replace(**changes)
+        hyper = base
+        for key, value in point.items():
+            hyper = set_value(hyper, key, np.float32(value))
         label = "-".join(f"{key.split('.')[-1]}={value:g}" for key, value in point.items())
         for s in range(seeds):
             seed = config.seed + s

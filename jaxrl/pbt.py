@@ -1,0 +1,670 @@
+"""Population-based training (Jaderberg et al. 2017) on the member axis, inside the compiled chunk.
+
+The members of a run (``train.num_seeds`` x ``sweep``, :mod:`jaxrl.hyper`) are vmapped in one
+program with their hyperparameters as traced values. PBT adds one step after every update of
+the whole population, made of array operations on the member axis ``[R]``:
+
+1. **smooth**: each member pushes this update's value of every ranking metric (a declared
+   metric tag, e.g. ``rollout/episode_return``; several tags rank lexicographically, e.g.
+   ``[curriculum/stage, curriculum/metric]``) into an EMA or a window of the last values;
+2. every ``pbt.every_updates`` updates, in a ``lax.cond`` (no retrace, no host round trip):
+
+   - **rank** the members on their smoothed metrics (best first; a member without a value
+     yet, or stopped by non-finite updates, ranks last; ties go to the lower index);
+   - **exploit**: each of the bottom ``n = int(R * fraction)`` members draws a parent
+     uniformly from the top ``n`` and copies its params, optimizer state, observation
+     normaliser, every feature's per-member state (curriculum stage, self-play pool), its
+     hyperparameters and its progress counters. Env states and RNG keys are never copied:
+     the child goes on playing its own envs with its own random numbers;
+   - **explore**: the child perturbs each explored hyperparameter (times a factor drawn from
+     ``factors``, or one step along a ``values`` grid) or resamples it (from its grid, the
+     sweep's list, or uniformly in its bounds), always within the bounds;
+   - **lineage**: the child records its parent and its generation (the parent's plus one),
+     and its smoothed metrics start afresh.
+
+With members sharded over devices (``axis``: the mesh axis of the member dimension inside a
+``shard_map``) the population arrays a decision needs are all-gathered, every device makes
+the same decision and keeps its own members' rows; without a member axis every device holds
+the whole population and computes the same thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from jaxrl.hyper import Hyper, get_value, set_value, value_tags
+from jaxrl.metrics import MetricSpec, Scalar
+
+SMOOTHINGS = ("ema", "window")
+EXPLORES = ("perturb", "resample")
+STREAM = 0x50425421  # fold_in constant of the PBT key stream (ASCII "PBT!")
+
+
+# ---- the pbt: config section ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BoundsConfig:
+    """The range PBT keeps one hyperparameter in."""
+
+    min: float = 0.0  # lowest value a perturbation or a resample may give
+    max: float = 1.0  # highest value
+    log: bool = False  # resample log-uniformly in [min, max] (learning rates); needs min > 0
+    values: tuple[float, ...] = ()  # a grid: perturb steps to a neighbour, resample draws one
+
+
+@dataclass(frozen=True)
+class PBTConfig:
+    """Population-based training over the members (off while ``every_updates`` is 0)."""
+
+    every_updates: int = 0  # exploit and explore every N updates; 0: PBT off
+    metric: tuple[str, ...] = ("rollout/episode_return",)  # tags ranked on, first decides first
+    smoothing: str = "ema"  # ema | window: how each member's per-update values are smoothed
+    ema_decay: float = 0.9  # ema: weight of the past at each update that reports the metric
+    window: int = 8  # window: mean of the last N reported values
+    fraction: float = 0.25  # the bottom fraction of the members copies the top fraction
+    explore: str = "perturb"  # perturb: scale by a factor (or step a grid); resample: draw anew
+    factors: tuple[float, ...] = (0.8, 1.25)  # perturb: one factor drawn uniformly per value
+    resample_probability: float = 0.0  # perturb: chance that a value is resampled instead
+    hyperparameters: dict[str, BoundsConfig] = field(default_factory=dict)  # explored: bounds
+
+    @property
+    def enabled(self) -> bool:
+        """PBT is configured."""
+        return self.every_updates > 0
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Config keys of the explored hyperparameters (``ppo.lr``, ``env.kwargs.reward.touch``)."""
+        return tuple(self.hyperparameters)
+
+    def selected(self, num_members: int) -> int:
+        """Members in the bottom (and in the top) quantile: ``int(R * fraction)``."""
+        return int(num_members * self.fraction)
+
+    def validate(
+        self,
+        *,
+        num_members: int,
+        num_updates: int,
+        sweep: Mapping[str, Sequence[float]],
+        check: Callable[[str, list[float]], str],
+    ) -> None:
+        """Check the section; raise ``ValueError`` (one line naming the key) on the first problem.
+
+        Args:
+          num_members: ``R``, the members trained together.
+          num_updates: updates in the whole run.
+          sweep: the config's ``sweep`` (a resample draws from a swept key's list).
+          check: ``check(key, values)`` returns the kind of ``key`` (``float``, ``int`` or
+            ``bool``, see :func:`jaxrl.hyper.env_leaf_kind`) and raises ``ValueError`` when it
+            cannot vary per member or a value is not allowed for it.
+        """
+        every = self.every_updates
+        _require(every >= 0, f"pbt.every_updates must be >= 0, got {every}")
+        if not self.enabled:
+            return
+        _require(
+            num_members >= 2,
+            f"pbt needs at least 2 members (train.num_seeds x sweep points), got {num_members}",
+        )
+        _require(
+            0 < self.fraction <= 0.5 and self.selected(num_members) >= 1,
+            f"pbt.fraction must be in (0, 0.5] and leave at least one of the {num_members} "
+            f"members in each quantile (int(R * fraction) >= 1), got {self.fraction}",
+        )
+        _require(
+            self.every_updates < num_updates,
+            f"pbt.every_updates ({self.every_updates}) must be below the run's {num_updates} "
+            "updates (PBT would never fire)",
+        )
+        _require(
+            len(self.metric) >= 1 and all(isinstance(t, str) and t for t in self.metric),
+            f"pbt.metric must be a non-empty list of metric tags, got {list(self.metric)}",
+        )
+        _require(
+            self.smoothing in SMOOTHINGS,
+            f"pbt.smoothing must be one of {', '.join(SMOOTHINGS)}, got {self.smoothing!r}",
+        )
+        _require(0 <= self.ema_decay < 1, f"pbt.ema_decay must be in [0, 1), got {self.ema_decay}")
+        _require(self.window >= 1, f"pbt.window must be >= 1, got {self.window}")
+        _require(
+            self.explore in EXPLORES,
+            f"pbt.explore must be one of {', '.join(EXPLORES)}, got {self.explore!r}",
+        )
+        _require(
+            len(self.factors) >= 1 and all(0 < f < math.inf for f in self.factors),
+            f"pbt.factors must be a non-empty list of finite numbers > 0, got {list(self.factors)}",
+        )
+        _require(
+            0 <= self.resample_probability <= 1,
+            f"pbt.resample_probability must be in [0, 1], got {self.resample_probability}",
+        )
+        _require(
+            len(self.hyperparameters) >= 1,
+            "pbt.hyperparameters: name at least one hyperparameter to explore, e.g. "
+            "{ppo.lr: {min: 1e-5, max: 1e-2, log: true}}",
+        )
+        for key, bounds in self.hyperparameters.items():
+            self._validate_bounds(key, bounds, sweep.get(key, ()), check)
+
+    def _validate_bounds(
+        self,
+        key: str,
+        bounds: BoundsConfig,
+        swept: Sequence[float],
+        check: Callable[[str, list[float]], str],
+    ) -> None:
+        where = f"pbt.hyperparameters.{key}"
+        low, high = bounds.min, bounds.max
+        _require(
+            math.isfinite(low) and math.isfinite(high) and low <= high,
+            f"{where}: expected finite min <= max, got min {low}, max {high}",
+        )
+        _require(not bounds.log or low > 0, f"{where}: log needs min > 0, got {low}")
+        outside = [v for v in (*bounds.values, *swept) if not low <= v <= high]
+        _require(
+            not outside, f"{where}: values and swept values must lie in [{low}, {high}]: {outside}"
+        )
+        try:
+            kind = check(key, [low, high, *bounds.values])
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        _require(
+            kind == "float" or len(bounds.values) >= 2,
+            f"{where}: an {kind} parameter is explored along a grid: give values (at least 2)",
+        )
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+# ---- the static spec of a run --------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PBTSpec:
+    """What the compiled PBT step needs, as static numbers and arrays ``[H]`` over the
+    ``H`` explored hyperparameters."""
+
+    every_updates: int
+    num_updates: int
+    num_members: int  # R, the whole population (all devices)
+    selected: int  # n: members in the bottom and in the top quantile
+    metric_tags: tuple[str, ...]  # [K] ranking tags, most significant first
+    metric_index: tuple[int, ...]  # [K] their positions in the packed update metrics
+    smoothing: str
+    ema_decay: float
+    window: int
+    explore: str
+    factors: np.ndarray  # [F] float32
+    resample_probability: float
+    keys: tuple[str, ...]  # [H] explored config keys
+    low: np.ndarray  # [H] float32
+    high: np.ndarray  # [H] float32
+    log: np.ndarray  # [H] bool
+    grid: np.ndarray  # [H, G] float32 sorted grid per key (padded with its last value)
+    grid_size: np.ndarray  # [H] int32, 0: no grid
+    draws: np.ndarray  # [H, D] float32 values a resample draws from (grid or sweep list)
+    draw_size: np.ndarray  # [H] int32, 0: resample uniformly in [low, high]
+    copied_features: tuple[str, ...]  # feature states a child copies from its parent
+    max_nonfinite: int  # a member with this many non-finite updates in a row ranks last
+
+
+def make_spec(
+    config: PBTConfig,
+    *,
+    num_members: int,
+    num_updates: int,
+    metric_tags: Sequence[str],
+    sweep: Mapping[str, Sequence[float]],
+    copied_features: Sequence[str],
+    max_nonfinite: int,
+) -> PBTSpec | None:
+    """The spec of a validated ``pbt:`` section (None when PBT is off).
+
+    Args:
+      metric_tags: every tag of the packed update metrics, in declaration order.
+
+    Raises:
+      ValueError: a ranking tag that no part of the train step declares.
+    """
+    if not config.enabled:
+        return None
+    tags = list(metric_tags)
+    for tag in config.metric:
+        if tag not in tags:
+            close = difflib.get_close_matches(tag, tags, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f" (declared: {', '.join(tags)})"
+            raise ValueError(f"pbt.metric: no update metric {tag!r}{hint}")
+
+    def padded(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
+        width = max(1, *(len(r) for r in rows))
+        table = [list(r) + [r[-1] if r else 0.0] * (width - len(r)) for r in rows]
+        return np.asarray(table, np.float32), np.asarray([len(r) for r in rows], np.int32)
+
+    bounds = [config.hyperparameters[key] for key in config.keys]
+    grid, grid_size = padded([sorted(set(b.values)) for b in bounds])
+    draws, draw_size = padded(
+        [
+            sorted(set(b.values or sweep.get(key, ())))
+            for key, b in zip(config.keys, bounds, strict=True)
+        ]
+    )
+    return PBTSpec(
+        every_updates=config.every_updates,
+        num_updates=num_updates,
+        num_members=num_members,
+        selected=config.selected(num_members),
+        metric_tags=tuple(config.metric),
+        metric_index=tuple(tags.index(tag) for tag in config.metric),
+        smoothing=config.smoothing,
+        ema_decay=config.ema_decay,
+        window=config.window,
+        explore=config.explore,
+        factors=np.asarray(config.factors, np.float32),
+        resample_probability=config.resample_probability,
+        keys=config.keys,
+        low=np.asarray([b.min for b in bounds], np.float32),
+        high=np.asarray([b.max for b in bounds], np.float32),
+        log=np.asarray([b.log for b in bounds], bool),
+        grid=grid,
+        grid_size=grid_size,
+        draws=draws,
+        draw_size=draw_size,
+        copied_features=tuple(copied_features),
+        max_nonfinite=max_nonfinite,
+    )
+
+
+# ---- carried state ------------------------------------------------------------------------
+
+
+class Smoothed(struct.PyTreeNode):
+    """One member's smoothed ranking metrics (``K`` tags)."""
+
+    ema: jax.Array  # [K] float32, exponential average of the values pushed (before correction)
+    ema_norm: jax.Array  # [K] float32, 1 - decay^count: divides ema into an unbiased mean
+    window: jax.Array  # [W, K] float32, ring buffer: value i at row i % W
+    count: jax.Array  # [K] int32, values pushed since the member began (or last copied)
+
+    @classmethod
+    def create(cls, num_tags: int, window: int) -> Smoothed:
+        """Nothing pushed yet."""
+        return cls(
+            ema=jnp.zeros((num_tags,), jnp.float32),
+            ema_norm=jnp.zeros((num_tags,), jnp.float32),
+            window=jnp.zeros((window, num_tags), jnp.float32),
+            count=jnp.zeros((num_tags,), jnp.int32),
+        )
+
+
+class PBTState(struct.PyTreeNode):
+    """PBT's state of one member (leaves ``[R, ...]`` for the population)."""
+
+    smoothed: Smoothed
+    parent: jax.Array  # () int32, the member this one last copied; itself before any copy
+    generation: jax.Array  # () int32, copies along this member's line of ancestors
+    key: jax.Array  # typed PRNG key of this member's PBT draws (parent, explore)
+
+
+def init_population(spec: PBTSpec, seeds: Sequence[int]) -> PBTState:
+    """The state of every member at the start (leaves ``[R, ...]``).
+
+    Member ``m``'s key is ``fold_in(key(seeds[m]), STREAM)``: a stream of its own beside the
+    runner's (which splits ``key(seed)``), so turning PBT on changes no other random number.
+    """
+    count = len(seeds)
+    keys = jnp.stack([jax.random.fold_in(jax.random.key(s), STREAM) for s in seeds])
+    smoothed = Smoothed.create(len(spec.metric_tags), spec.window)
+    return PBTState(
+        smoothed=jax.tree.map(lambda x: jnp.broadcast_to(x, (count, *x.shape)), smoothed),
+        parent=jnp.arange(count, dtype=jnp.int32),
+        generation=jnp.zeros((count,), jnp.int32),
+        key=keys,
+    )
+
+
+# ---- smoothing and ranking ----------------------------------------------------------------
+
+
+def push(spec: PBTSpec, smoothed: Smoothed, values: jax.Array, valid: jax.Array) -> Smoothed:
+    """One member's smoothed metrics with ``values [K]`` pushed where ``valid [K]``."""
+    decay = jnp.float32(spec.ema_decay)
+    values = values.astype(jnp.float32)
+    row = smoothed.count % spec.window  # [K]
+    window = smoothed.window.at[row, jnp.arange(values.shape[0])].set(values)
+    pushed = Smoothed(
+        ema=decay * smoothed.ema + (1 - decay) * values,
+        ema_norm=decay * smoothed.ema_norm + (1 - decay),
+        window=window,
+        count=smoothed.count + 1,
+    )
+    keep = lambda new, old: jnp.where(valid, new, old)  # noqa: E731 - [K] columns
+    return Smoothed(
+        ema=keep(pushed.ema, smoothed.ema),
+        ema_norm=keep(pushed.ema_norm, smoothed.ema_norm),
+        window=jnp.where(valid[None, :], pushed.window, smoothed.window),
+        count=keep(pushed.count, smoothed.count),
+    )
+
+
+def score(spec: PBTSpec, smoothed: Smoothed) -> jax.Array:
+    """float32 [K]: one member's smoothed metrics (nan where nothing was pushed)."""
+    if spec.smoothing == "ema":
+        value = smoothed.ema / jnp.maximum(smoothed.ema_norm, 1e-30)
+    else:
+        size = smoothed.window.shape[0]
+        used = jnp.arange(size)[:, None] < jnp.minimum(smoothed.count, size)[None, :]  # [W, K]
+        total = jnp.where(used, smoothed.window, 0.0).sum(0)
+        value = total / jnp.maximum(used.sum(0), 1)
+    return jnp.where(smoothed.count > 0, value, jnp.nan)
+
+
+def ranking(scores: jax.Array, eligible: jax.Array) -> jax.Array:
+    """int32 [R]: the members best first.
+
+    Args:
+      scores: float32 [R, K], compared lexicographically (column 0 first); higher is better.
+      eligible: bool [R]; a member that is not, or has a nan score, ranks after all others.
+
+    Ties go to the lower member index (the order is a stable sort: the same on every device).
+    """
+    count = scores.shape[0]
+    usable = eligible[:, None] & ~jnp.isnan(scores)
+    keyed = jnp.where(usable, -scores, jnp.inf)  # ascending sort of -score: best first
+    # lexsort: the last key is the primary one; the member index breaks ties.
+    sort_keys = (jnp.arange(count), *(keyed[:, k] for k in reversed(range(scores.shape[1]))))
+    return jnp.lexsort(sort_keys).astype(jnp.int32)
+
+
+def select_sources(order: jax.Array, draws: jax.Array, selected: int) -> jax.Array:
+    """int32 [R]: the member each member copies (itself unless it is in the bottom quantile).
+
+    Args:
+      order: int32 [R], members best first (:func:`ranking`).
+      draws: int32 [R] in ``[0, selected)``: the parent each member would take from the top.
+      selected: ``n``, members in each quantile.
+    """
+    count = order.shape[0]
+    rank = jnp.zeros((count,), jnp.int32).at[order].set(jnp.arange(count, dtype=jnp.int32))
+    bottom = rank >= count - selected
+    return jnp.where(bottom, order[draws], jnp.arange(count, dtype=jnp.int32))
+
+
+# ---- exploit and explore ------------------------------------------------------------------
+
+
+def copy_members(tree: Any, source: jax.Array) -> Any:
+    """``tree`` (leaves ``[R, ...]``) with row ``m`` replaced by row ``source[m]``, bit for bit."""
+    return jax.tree.map(lambda x: jnp.take(x, source, axis=0), tree)
+
+
+def inherit(spec: PBTSpec, runner: Any, population: Any, source: jax.Array) -> Any:
+    """The runner (local rows) after each member copied its source's row of ``population``.
+
+    Copied: params, optimizer state, observation normaliser, the states of
+    ``spec.copied_features``, the hyperparameters and the progress counters (update step and
+    non-finite streak follow the weights, so a member stopped by non-finite updates resumes
+    in step with the others). Kept: env states (``match``), the RNG key and the member's own
+    count of non-finite updates.
+
+    Args:
+      runner: RunnerState, leaves ``[R_local, ...]``.
+      population: the same fields, leaves ``[R, ...]`` (all members; ``runner`` itself
+        without a sharded member axis).
+      source: int32 [R_local] rows of ``population``.
+    """
+    take = lambda tree: copy_members(tree, source)  # noqa: E731
+    features = {
+        name: take(population.features[name]) if name in spec.copied_features else state
+        for name, state in runner.features.items()
+    }
+    return runner.replace(
+        params=take(population.params),
+        opt_state=take(population.opt_state),
+        obs_stats=take(population.obs_stats),
+        features=features,
+        hyper=take(population.hyper),
+        update_step=take(population.update_step),
+        nonfinite_streak=take(population.nonfinite_streak),
+    )
+
+
+def explore_values(spec: PBTSpec, values: jax.Array, key: jax.Array) -> jax.Array:
+    """float32 [H]: one member's explored values after a perturbation or a resample.
+
+    Perturb: a value with a grid moves one step up or down it (staying at its ends), any
+    other is multiplied by a factor drawn from ``spec.factors`` and clipped to its bounds; each
+    value is resampled instead with ``spec.resample_probability``. Resample: a draw from the
+    value's list (its grid, else the sweep's values), else uniform in its bounds (log-uniform
+    with ``log``).
+    """
+    key_factor, key_step, key_coin, key_uniform, key_pick = jax.random.split(key, 5)
+    del key
+    count = values.shape[0]
+    low, high = jnp.asarray(spec.low), jnp.asarray(spec.high)
+    grid, grid_size = jnp.asarray(spec.grid), jnp.asarray(spec.grid_size)
+
+    factors = jnp.asarray(spec.factors)
+    factor = factors[jax.random.randint(key_factor, (count,), 0, factors.shape[0])]
+    scaled = values * factor
+    # The grid point nearest the value, then a step up or down (padding repeats the last point).
+    nearest = jnp.argmin(jnp.abs(grid - values[:, None]), axis=1)
+    step = jnp.where(jax.random.bernoulli(key_step, 0.5, (count,)), 1, -1)
+    moved = jnp.clip(nearest + step, 0, jnp.maximum(grid_size - 1, 0))
+    stepped = jnp.take_along_axis(grid, moved[:, None], axis=1)[:, 0]
+    perturbed = jnp.where(grid_size > 0, stepped, scaled)
+
+    draws, draw_size = jnp.asarray(spec.draws), jnp.asarray(spec.draw_size)
+    pick = jax.random.randint(key_pick, (count,), 0, jnp.maximum(draw_size, 1))
+    drawn = jnp.take_along_axis(draws, pick[:, None], axis=1)[:, 0]
+    u = jax.random.uniform(key_uniform, (count,), jnp.float32)
+    log = jnp.asarray(spec.log)
+    safe_low = jnp.where(log, low, 1.0)  # log of a bound only where log is set (min > 0)
+    safe_high = jnp.where(log, high, 1.0)
+    log_uniform = jnp.exp(jnp.log(safe_low) + u * (jnp.log(safe_high) - jnp.log(safe_low)))
+    uniform = jnp.where(log, log_uniform, low + u * (high - low))
+    resampled = jnp.where(draw_size > 0, drawn, uniform)
+
+    if spec.explore == "resample":
+        new = resampled
+    else:
+        coin = jax.random.uniform(key_coin, (count,)) < spec.resample_probability
+        new = jnp.where(coin, resampled, perturbed)
+    return jnp.clip(new, low, high).astype(jnp.float32)
+
+
+def explored(spec: PBTSpec, hyper: Hyper) -> jax.Array:
+    """float32 [..., H]: the explored values of ``hyper`` (leaves ``[...]``)."""
+    return jnp.stack([get_value(hyper, key) for key in spec.keys], axis=-1).astype(jnp.float32)
+
+
+def with_explored(spec: PBTSpec, hyper: Hyper, values: jax.Array) -> Hyper:
+    """``hyper`` with the explored values ``[..., H]`` written in."""
+    for i, key in enumerate(spec.keys):
+        hyper = set_value(hyper, key, values[..., i])
+    return hyper
+
+
+# ---- the population step ------------------------------------------------------------------
+
+
+def all_members(tree: Any, axis: str | None) -> Any:
+    """``tree`` (leaves ``[R_local, ...]``) with every device's members (``[R, ...]``)."""
+    if axis is None:
+        return tree
+    return jax.tree.map(lambda x: jax.lax.all_gather(x, axis, axis=0, tiled=True), tree)
+
+
+def my_rows(x: jax.Array, axis: str | None, local: int) -> jax.Array:
+    """This device's ``local`` rows of a population array ``[R, ...]``."""
+    if axis is None:
+        return x
+    return jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index(axis) * local, local, axis=0)
+
+
+class PBTEvent(struct.PyTreeNode):
+    """What one exploit-and-explore did, per member (local rows)."""
+
+    source: jax.Array  # [R_local] int32, the member each copied (itself if not replaced)
+    replaced: jax.Array  # [R_local] bool
+
+
+def exploit_explore(
+    spec: PBTSpec, state: PBTState, runner: Any, axis: str | None = None
+) -> tuple[PBTState, Any, PBTEvent]:
+    """Rank, copy, perturb and record lineage (members on the leading axis, see module doc).
+
+    Args:
+      state: PBTState, leaves ``[R_local, ...]``.
+      runner: RunnerState, leaves ``[R_local, ...]``.
+      axis: the mesh axis the member dimension is sharded over (None: not sharded).
+    """
+    local = state.parent.shape[0]
+    split = jax.vmap(lambda k: jax.random.split(k, 3))(state.key)
+    key, key_parent, key_explore = split[:, 0], split[:, 1], split[:, 2]
+    draws = jax.vmap(lambda k: jax.random.randint(k, (), 0, spec.selected))(key_parent)
+    scores = jax.vmap(lambda s: score(spec, s))(state.smoothed)
+    alive = runner.nonfinite_streak < spec.max_nonfinite
+    every = all_members((scores, alive, draws, state.generation), axis)
+    order = ranking(every[0], every[1])
+    source = my_rows(select_sources(order, every[2], spec.selected), axis, local)
+    own = my_rows(jnp.arange(spec.num_members, dtype=jnp.int32), axis, local)
+    replaced = source != own
+
+    population = runner if axis is None else all_members(_copied_fields(runner), axis)
+    child = inherit(spec, runner, population, source)
+    inherited = explored(spec, child.hyper)  # [R_local, H]
+    new_values = jax.vmap(lambda v, k: explore_values(spec, v, k))(inherited, key_explore)
+    values = jnp.where(replaced[:, None], new_values, inherited)
+    child = child.replace(hyper=with_explored(spec, child.hyper, values))
+
+    fresh = Smoothed.create(len(spec.metric_tags), spec.window)
+    smoothed = jax.tree.map(
+        lambda old, new: jnp.where(replaced.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
+        state.smoothed,
+        jax.tree.map(lambda x: jnp.broadcast_to(x, (local, *x.shape)), fresh),
+    )
+    state = PBTState(
+        smoothed=smoothed,
+        parent=jnp.where(replaced, source, state.parent),
+        generation=jnp.where(replaced, jnp.take(every[3], source) + 1, state.generation),
+        key=key,
+    )
+    return state, child, PBTEvent(source=source, replaced=replaced)
+
+
+def _copied_fields(runner: Any) -> Any:
+    """The fields :func:`inherit` reads from the population (no env states, no keys)."""
+    return runner.replace(match=None, key=None)
+
+
+def population_step(
+    spec: PBTSpec,
+    state: PBTState,
+    runner: Any,
+    ran: jax.Array,
+    packed: Scalar,
+    axis: str | None = None,
+) -> tuple[PBTState, Any, dict[str, Scalar]]:
+    """PBT after one update of every member: smooth, and every ``every_updates`` updates
+    exploit and explore (in a ``lax.cond``: the same compiled program whether it fires or not).
+
+    Args:
+      state: PBTState, leaves ``[R_local, ...]``.
+      runner: RunnerState after the update, leaves ``[R_local, ...]``.
+      ran: bool [R_local], the member trained in this update (not past its end or stopped).
+      packed: Scalar [R_local, M], the update's packed metrics (:func:`jaxrl.metrics.pack`).
+      axis: the mesh axis of the member dimension (None: not sharded).
+
+    Returns:
+      ``(state, runner, metrics)``, metrics ``{tag: Scalar [R_local]}`` as :func:`metric_specs`.
+    """
+    index = jnp.asarray(spec.metric_index)
+    values, weights = packed.value[:, index], packed.weight[:, index]
+    valid = (weights > 0) & ran[:, None]
+    state = state.replace(
+        smoothed=jax.vmap(lambda s, v, ok: push(spec, s, v, ok))(state.smoothed, values, valid)
+    )
+    update = runner.update_step.max()
+    any_ran = ran.any()
+    if axis is not None:
+        update = jax.lax.pmax(update, axis)
+        any_ran = jax.lax.pmax(any_ran.astype(jnp.int32), axis) > 0
+    fire = any_ran & (update % spec.every_updates == 0) & (update < spec.num_updates)
+
+    def skip(state, runner):
+        local = state.parent.shape[0]
+        own = my_rows(jnp.arange(spec.num_members, dtype=jnp.int32), axis, local)
+        return state, runner, PBTEvent(source=own, replaced=jnp.zeros((local,), bool))
+
+    state, runner, event = jax.lax.cond(
+        fire, lambda s, r: exploit_explore(spec, s, r, axis), skip, state, runner
+    )
+    weight = ran.astype(jnp.float32)
+    of = lambda x: Scalar(value=jnp.asarray(x, jnp.float32), weight=weight)  # noqa: E731
+    first = jax.vmap(lambda s: score(spec, s))(state.smoothed)[:, 0]
+    metrics = {
+        "pbt/parent": of(state.parent),
+        "pbt/generation": of(state.generation),
+        "pbt/replaced": of(event.replaced),
+        "pbt/events": of(jnp.broadcast_to(fire, ran.shape)),
+        "pbt/score": of(first),
+        **{tag: of(value) for tag, value in value_tags(runner.hyper).items()},
+    }
+    return state, runner, metrics
+
+
+def metric_specs(hyper: Hyper) -> tuple[MetricSpec, ...]:
+    """The metrics :func:`population_step` returns, for members whose values are ``hyper``.
+
+    Lineage and values at the end of a chunk; replacements and events counted over it.
+    """
+    return (
+        MetricSpec("pbt/parent", "last"),
+        MetricSpec("pbt/generation", "last"),
+        MetricSpec("pbt/replaced", "sum"),
+        MetricSpec("pbt/events", "sum"),
+        MetricSpec("pbt/score", "last"),
+        *(MetricSpec(tag, "last") for tag in value_tags(hyper)),
+    )
+
+
+def summary(spec: PBTSpec, names: Sequence[str]) -> list[str]:
+    """Lines for the run summary: the schedule and what each member explores."""
+    tags = ", ".join(spec.metric_tags)
+    smoothing = f"EMA {spec.ema_decay:g}" if spec.smoothing == "ema" else f"window {spec.window}"
+    if spec.explore == "perturb":
+        how = "perturb x{" + ", ".join(f"{f:g}" for f in spec.factors) + "}"
+        if spec.resample_probability:
+            how += f", resample with p {spec.resample_probability:g}"
+    else:
+        how = "resample"
+    bounds = "; ".join(
+        f"{key} in [{lo:g}, {hi:g}]"
+        + (" (log)" if log else "")
+        + (f" grid {spec.grid[i, : spec.grid_size[i]].tolist()}" if spec.grid_size[i] else "")
+        for i, (key, lo, hi, log) in enumerate(
+            zip(spec.keys, spec.low, spec.high, spec.log, strict=True)
+        )
+    )
+    return [
+        f"pbt          every {spec.every_updates} updates the bottom {spec.selected} of "
+        f"{spec.num_members} members copy the top {spec.selected} (ranked on {tags}, "
+        f"{smoothing}); explore: {how}",
+        f"             {bounds}",
+        f"             members {', '.join(names[:6])}" + (", ..." if len(names) > 6 else ""),
+    ]

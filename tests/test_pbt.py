@@ -1,0 +1,390 @@
+"""Population-based training on the member axis (:mod:`jaxrl.pbt`): smoothing, ranking,
+selection, the copy bit for bit, exploration within bounds, lineage, one trace whether PBT
+fires or not, and the same decisions with the members sharded over 2 devices."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import pbt
+from jaxrl.hyper import Hyper
+from jaxrl.metrics import Scalar
+from jaxrl.types import RunnerState, RunningStats
+
+REPO = Path(__file__).resolve().parents[1]
+TAGS = ("train/entropy", "rollout/episode_return", "curriculum/stage")
+LR = pbt.BoundsConfig(min=1e-4, max=1e-2, log=True)
+ENT = pbt.BoundsConfig(min=0.0, max=0.1, values=(0.0, 0.01, 0.05))
+
+
+def _config(**changes) -> pbt.PBTConfig:
+    base = dict(every_updates=2, fraction=0.25, hyperparameters={"ppo.lr": LR, "ppo.ent_coef": ENT})
+    return pbt.PBTConfig(**{**base, **changes})
+
+
+def _spec(members: int = 4, **changes) -> pbt.PBTSpec:
+    config = _config(**changes)
+    config.validate(num_members=members, num_updates=10, sweep={}, check=lambda k, v: "float")
+    return pbt.make_spec(
+        config,
+        num_members=members,
+        num_updates=10,
+        metric_tags=TAGS,
+        sweep={},
+        copied_features=("curriculum",),
+        max_nonfinite=3,
+    )
+
+
+def _population(members: int = 4, update: int = 2) -> RunnerState:
+    """A runner state of ``members`` members whose every leaf says which member it is."""
+    rows = jnp.arange(members, dtype=jnp.float32)
+    column = lambda scale: rows * scale  # noqa: E731
+    hyper = Hyper(
+        lr=(1e-3 * (rows + 1)).astype(jnp.float32),
+        ent_coef=jnp.float32([0.0, 0.01, 0.05, 0.01] * (members // 4)),
+        clip_eps=jnp.full(members, 0.2, jnp.float32),
+        gamma=jnp.full(members, 0.99, jnp.float32),
+        gae_lambda=jnp.full(members, 0.95, jnp.float32),
+        vf_coef=jnp.full(members, 0.5, jnp.float32),
+    )
+    return RunnerState(
+        params={"dense": {"kernel": rows[:, None, None] + jnp.zeros((members, 2, 3))}},
+        opt_state=(column(7.0), {"mu": rows[:, None] * jnp.ones((members, 3))}),
+        match={"env_state": column(10.0), "obs": rows[:, None] * jnp.ones((members, 5))},
+        obs_stats=RunningStats(
+            mean=column(0.5)[:, None] * jnp.ones((members, 4)),
+            var=column(2.0)[:, None] + jnp.ones((members, 4)),
+            count=column(100.0),
+        ),
+        key=jax.random.split(jax.random.key(5), members),
+        update_step=jnp.full(members, update, jnp.int32),
+        nonfinite_streak=jnp.zeros(members, jnp.int32),
+        nonfinite_total=jnp.arange(members, dtype=jnp.int32),
+        features={"curriculum": {"stage": jnp.arange(members, dtype=jnp.int32)}, "other": rows},
+        hyper=hyper,
+    )
+
+
+def _packed(returns, weights=None) -> Scalar:
+    """Packed update metrics ``[R, 3]`` with the episode return in column 1."""
+    returns = jnp.asarray(returns, jnp.float32)
+    values = jnp.stack([jnp.zeros_like(returns), returns, jnp.zeros_like(returns)], axis=1)
+    weight = jnp.ones_like(values) if weights is None else jnp.asarray(weights, jnp.float32)
+    return Scalar(value=values, weight=weight)
+
+
+def _step(spec, state, runner, packed):
+    ran = jnp.ones(runner.update_step.shape, bool)
+    return pbt.population_step(spec, state, runner, ran, packed)
+
+
+SPEC = _spec()
+
+
+@jax.jit
+@chex.assert_max_traces(n=1)  # every test of 4 members shares one compile, fired or not
+def step4(state, runner, packed):
+    """The population step of ``SPEC`` (4 members), compiled once for the module."""
+    return _step(SPEC, state, runner, packed)
+
+
+# ---- config ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes, members, message",
+    [
+        ({}, 1, "pbt needs at least 2 members"),
+        ({"fraction": 0.2}, 4, r"pbt.fraction must be in \(0, 0.5\]"),
+        ({"fraction": 0.75}, 8, r"pbt.fraction must be in \(0, 0.5\]"),
+        ({"every_updates": 10}, 4, "must be below the run's 10 updates"),
+        ({"metric": ()}, 4, "pbt.metric must be a non-empty list"),
+        ({"smoothing": "median"}, 4, "pbt.smoothing must be one of ema, window"),
+        ({"ema_decay": 1.0}, 4, r"pbt.ema_decay must be in \[0, 1\)"),
+        ({"window": 0}, 4, "pbt.window must be >= 1"),
+        ({"explore": "mutate"}, 4, "pbt.explore must be one of perturb, resample"),
+        ({"factors": (0.8, -1.0)}, 4, "pbt.factors must be a non-empty list"),
+        ({"resample_probability": 1.5}, 4, r"pbt.resample_probability must be in \[0, 1\]"),
+        ({"hyperparameters": {}}, 4, "name at least one hyperparameter"),
+        (
+            {"hyperparameters": {"ppo.lr": pbt.BoundsConfig(min=0.0, max=1e-2, log=True)}},
+            4,
+            "pbt.hyperparameters.ppo.lr: log needs min > 0",
+        ),
+        (
+            {"hyperparameters": {"ppo.lr": pbt.BoundsConfig(min=1e-2, max=1e-4)}},
+            4,
+            "expected finite min <= max",
+        ),
+        (
+            {"hyperparameters": {"ppo.ent_coef": pbt.BoundsConfig(max=0.1, values=(0.0, 0.2))}},
+            4,
+            r"must lie in \[0.0, 0.1\]: \[0.2\]",
+        ),
+    ],
+)
+def test_bad_pbt_section(changes, members, message):
+    with pytest.raises(ValueError, match=message):
+        _config(**changes).validate(
+            num_members=members, num_updates=10, sweep={}, check=lambda k, v: "float"
+        )
+
+
+def test_check_names_the_key_and_grids_for_discrete_kinds():
+    def check(key, values):
+        if key == "ppo.bogus":
+            raise ValueError("cannot vary per member")
+        return "bool" if key.endswith("sparse") else "float"
+
+    bounds = {"ppo.bogus": pbt.BoundsConfig()}
+    with pytest.raises(ValueError, match="^pbt.hyperparameters.ppo.bogus: cannot vary"):
+        _config(hyperparameters=bounds).validate(
+            num_members=4, num_updates=10, sweep={}, check=check
+        )
+    sparse = {"env.kwargs.reward.sparse": pbt.BoundsConfig(min=0, max=1)}
+    with pytest.raises(ValueError, match="an bool parameter is explored along a grid"):
+        _config(hyperparameters=sparse).validate(
+            num_members=4, num_updates=10, sweep={}, check=check
+        )
+    swept = {"ppo.lr": [1e-3, 5e-2]}  # a swept value outside the bounds
+    with pytest.raises(ValueError, match=r"must lie in \[0.0001, 0.01\]: \[0.05\]"):
+        _config().validate(num_members=4, num_updates=10, sweep=swept, check=check)
+    _config().validate(num_members=4, num_updates=10, sweep={}, check=check)
+    _config(every_updates=0).validate(num_members=1, num_updates=1, sweep={}, check=check)
+
+
+def test_spec_tags_grids_and_draws():
+    with pytest.raises(ValueError, match="no update metric 'rollout/episode_retrun'.*did you mean"):
+        pbt.make_spec(
+            _config(metric=("rollout/episode_retrun",)),
+            num_members=4,
+            num_updates=10,
+            metric_tags=TAGS,
+            sweep={},
+            copied_features=(),
+            max_nonfinite=3,
+        )
+    spec = pbt.make_spec(
+        _config(metric=("curriculum/stage", "rollout/episode_return")),
+        num_members=8,
+        num_updates=10,
+        metric_tags=TAGS,
+        sweep={"ppo.lr": [3e-3, 1e-3]},
+        copied_features=(),
+        max_nonfinite=3,
+    )
+    assert (
+        spec.metric_index == (2, 1)
+        and spec.selected == 2
+        and spec.keys == ("ppo.lr", "ppo.ent_coef")
+    )
+    np.testing.assert_array_equal(spec.grid_size, [0, 3])
+    np.testing.assert_array_equal(spec.grid[1], np.float32([0.0, 0.01, 0.05]))
+    np.testing.assert_array_equal(spec.draw_size, [2, 3])  # lr resamples from the sweep's list
+    np.testing.assert_array_equal(spec.draws[0], np.float32([1e-3, 3e-3, 3e-3]))  # padded
+    assert pbt.make_spec(pbt.PBTConfig(), num_members=1, num_updates=1, metric_tags=TAGS,
+                         sweep={}, copied_features=(), max_nonfinite=1) is None  # fmt: skip
+
+
+# ---- smoothing and ranking -------------------------------------------------------------------
+
+
+def test_ema_and_window_by_hand():
+    ema = _spec(ema_decay=0.5)
+    window = _spec(smoothing="window", window=2)
+    state = pbt.Smoothed.create(1, 2)
+    values = [1.0, 4.0, 7.0]
+    for value in values:
+        state = pbt.push(ema, state, jnp.float32([value]), jnp.ones(1, bool))
+    # EMA with bias correction: the values weigh 0.5 * 0.5^age, divided by the weights' sum.
+    weights = np.float32([0.125, 0.25, 0.5])
+    expected = (weights * np.float32(values)).sum() / weights.sum()
+    np.testing.assert_allclose(pbt.score(ema, state), [expected], rtol=1e-6)
+    # An invalid push changes nothing.
+    same = pbt.push(ema, state, jnp.float32([100.0]), jnp.zeros(1, bool))
+    chex.assert_trees_all_equal(same, state)
+
+    state = pbt.Smoothed.create(1, 2)
+    assert np.isnan(pbt.score(window, state)[0])  # nothing pushed yet
+    state = pbt.push(window, state, jnp.float32([1.0]), jnp.ones(1, bool))
+    np.testing.assert_array_equal(pbt.score(window, state), [1.0])
+    for value in (4.0, 7.0):
+        state = pbt.push(window, state, jnp.float32([value]), jnp.ones(1, bool))
+    np.testing.assert_array_equal(pbt.score(window, state), [5.5])  # the last two
+
+
+def test_ranking_is_lexicographic_with_the_unusable_last():
+    scores = jnp.float32([[1, 5], [2, 0], [2, 3], [jnp.nan, 9], [2, 3], [9, 9]])
+    eligible = jnp.array([True, True, True, True, True, False])
+    # Stage first, then the metric; ties by index; nan and ineligible members last.
+    np.testing.assert_array_equal(pbt.ranking(scores, eligible), [2, 4, 1, 0, 3, 5])
+
+
+def test_bottom_members_copy_their_drawn_parent_from_the_top():
+    order = jnp.int32([5, 2, 0, 3, 1, 4])  # best first; n = 2: 1 and 4 are the bottom
+    draws = jnp.int32([1, 0, 1, 0, 1, 0])  # 1 takes the best (5), 4 the second best (2)
+    np.testing.assert_array_equal(pbt.select_sources(order, draws, 2), [0, 5, 2, 3, 2, 5])
+
+
+# ---- exploit and explore ---------------------------------------------------------------------
+
+
+def test_exploit_copies_the_parent_bit_for_bit():
+    runner = _population()
+    state = pbt.init_population(SPEC, [0, 1, 2, 3])
+    state, child, metrics = step4(state, runner, _packed([1.0, 5.0, 3.0, -1.0]))
+    # Member 3 is the worst, member 1 the best (n = 1): 3 copies 1.
+    source = np.array([0, 1, 2, 1])
+    for name in ("params", "opt_state", "obs_stats", "nonfinite_streak", "update_step"):
+        expected = jax.tree.map(lambda x: np.asarray(x)[source], getattr(runner, name))
+        chex.assert_trees_all_equal(getattr(child, name), expected)
+    np.testing.assert_array_equal(child.features["curriculum"]["stage"], [0, 1, 2, 1])
+    np.testing.assert_array_equal(child.features["other"], runner.features["other"])  # not copied
+    chex.assert_trees_all_equal(child.match, runner.match)  # env states stay
+    np.testing.assert_array_equal(jax.random.key_data(child.key), jax.random.key_data(runner.key))
+    np.testing.assert_array_equal(child.nonfinite_total, runner.nonfinite_total)
+    np.testing.assert_array_equal(state.parent, [0, 1, 2, 1])
+    np.testing.assert_array_equal(state.generation, [0, 0, 0, 1])
+    np.testing.assert_array_equal(state.smoothed.count[:, 1], [1, 1, 1, 0])  # the child afresh
+    np.testing.assert_array_equal(metrics["pbt/replaced"].value, [0, 0, 0, 1])
+    np.testing.assert_array_equal(metrics["pbt/events"].value, [1, 1, 1, 1])
+    # Untouched members keep their values; the child explores from its parent's (lr 2e-3).
+    np.testing.assert_array_equal(child.hyper.lr[:3], runner.hyper.lr[:3])
+    assert child.hyper.lr[3] in (
+        np.float32(2e-3) * np.float32(0.8),
+        np.float32(2e-3) * np.float32(1.25),
+    )
+    assert child.hyper.ent_coef[3] in (np.float32(0.0), np.float32(0.05))  # a grid step from 0.01
+    np.testing.assert_array_equal(child.hyper.gamma, runner.hyper.gamma)
+
+
+def test_nothing_happens_between_events():
+    runner = _population(update=3)  # 3 % every_updates != 0
+    state = pbt.init_population(SPEC, [0, 1, 2, 3])
+    new_state, child, metrics = step4(state, runner, _packed([1.0, 5.0, 3.0, -1.0]))
+    chex.assert_trees_all_equal(child, runner)
+    np.testing.assert_array_equal(new_state.parent, state.parent)
+    np.testing.assert_array_equal(metrics["pbt/events"].value, [0, 0, 0, 0])
+    np.testing.assert_array_equal(new_state.smoothed.count[:, 1], [1, 1, 1, 1])
+
+
+def test_lineage_over_two_events():
+    runner = _population()
+    state = pbt.init_population(SPEC, [0, 1, 2, 3])
+    state, runner, _ = step4(state, runner, _packed([1.0, 5.0, 3.0, -1.0]))  # 3 copies 1
+    runner = runner.replace(update_step=runner.update_step + 2)
+    # Now member 3 (the child) does best and member 0 worst: 0 copies 3, generation 2.
+    state, runner, metrics = step4(state, runner, _packed([-5.0, 1.0, 2.0, 9.0]))
+    np.testing.assert_array_equal(state.parent, [3, 1, 2, 1])
+    np.testing.assert_array_equal(state.generation, [2, 0, 0, 1])
+    np.testing.assert_array_equal(metrics["pbt/parent"].value, [3, 1, 2, 1])
+    np.testing.assert_array_equal(runner.params["dense"]["kernel"][0], np.ones((2, 3)))  # 1's
+
+
+def test_stopped_members_rank_last_and_are_replaced():
+    runner = _population()
+    runner = runner.replace(nonfinite_streak=jnp.int32([0, 3, 0, 0]))  # 1 stopped (limit 3)
+    state = pbt.init_population(SPEC, [0, 1, 2, 3])
+    _, child, _ = step4(state, runner, _packed([1.0, 50.0, 3.0, 2.0]))
+    # Member 1 reported the best return but is stopped: it is the bottom one and copies 2.
+    np.testing.assert_array_equal(child.nonfinite_streak, [0, 0, 0, 0])
+    np.testing.assert_array_equal(child.params["dense"]["kernel"][1], np.full((2, 3), 2.0))
+
+
+def test_exploration_stays_within_bounds():
+    keys = jax.random.split(jax.random.key(0), 2000)
+    values = jnp.float32([1e-4, 0.01])  # lr at its lower bound, ent_coef on the grid
+    perturb = _spec(resample_probability=0.0)
+    out = np.asarray(jax.jit(jax.vmap(lambda k: pbt.explore_values(perturb, values, k)))(keys))
+    lowest = np.float32(1e-4)
+    assert set(out[:, 0].tolist()) == {lowest * np.float32(1.25), lowest}  # x 0.8: clipped
+    assert set(out[:, 1].tolist()) == {np.float32(0.0), np.float32(0.05)}  # one grid step
+    resample = _spec(explore="resample")
+    out = np.asarray(jax.jit(jax.vmap(lambda k: pbt.explore_values(resample, values, k)))(keys))
+    assert out[:, 0].min() >= np.float32(1e-4) and out[:, 0].max() <= np.float32(1e-2)
+    # Log-uniform: about half the draws below the geometric middle 1e-3.
+    assert 0.4 < (out[:, 0] < 1e-3).mean() < 0.6
+    assert set(out[:, 1].tolist()) == {np.float32(v) for v in (0.0, 0.01, 0.05)}
+
+
+def test_one_trace_whether_pbt_fires_or_not():
+    state = pbt.init_population(SPEC, [0, 1, 2, 3])
+    runner = _population(update=1)
+    fired = []
+    for returns in ([1, 2, 3, 4], [4, 3, 2, 1], [0, 0, 0, 5], [1, 1, 1, 1]):
+        state, runner, metrics = step4(state, runner, _packed(returns))
+        runner = runner.replace(update_step=runner.update_step + 1)
+        fired.append(float(metrics["pbt/events"].value[0]))
+    assert fired == [0.0, 1.0, 0.0, 1.0]  # updates 1 to 4, every 2
+
+
+def test_keys_are_a_stream_of_their_own_per_member():
+    state = pbt.init_population(_spec(), [0, 1, 2, 3])
+    data = np.asarray(jax.random.key_data(state.key))
+    assert len({tuple(row) for row in data}) == 4
+    runner_key = np.asarray(jax.random.key_data(jax.random.split(jax.random.key(0), 3)))
+    assert not any((data[0] == row).all() for row in runner_key)
+
+
+# ---- members sharded over devices ------------------------------------------------------------
+
+
+def _sharded_matches_unsharded() -> None:
+    """Run in a subprocess with 2 CPU devices: the members split 4 + 4 over a mesh axis."""
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    assert jax.device_count() == 2
+    spec = _spec(members=8)
+    runner = _population(members=8)
+    state = pbt.init_population(spec, list(range(8)))
+    packed = _packed([3.0, -2.0, 5.0, 1.0, 0.5, 7.0, -4.0, 2.0])
+    expected = jax.jit(lambda s, r, p: _step(spec, s, r, p))(state, runner, packed)
+
+    def sharded(state, runner, packed):
+        ran = jnp.ones(runner.update_step.shape, bool)
+        return pbt.population_step(spec, state, runner, ran, packed, axis="members")
+
+    mesh = Mesh(np.asarray(jax.devices()), ("members",))
+    step = jax.shard_map(
+        sharded, mesh=mesh, in_specs=P("members"), out_specs=P("members"), check_vma=False
+    )
+    got = jax.jit(step)(state, runner, packed)
+    replaced = np.asarray(expected[2]["pbt/replaced"].value)
+    assert replaced.sum() == 2, replaced  # n = 2 of 8, across the two devices' halves
+    chex.assert_trees_all_equal(
+        jax.tree.map(lambda x: x, (got[0].replace(key=None), got[1].replace(key=None), got[2])),
+        (expected[0].replace(key=None), expected[1].replace(key=None), expected[2]),
+    )
+    for a, b in ((got[0].key, expected[0].key), (got[1].key, expected[1].key)):
+        np.testing.assert_array_equal(jax.random.key_data(a), jax.random.key_data(b))
+    print("sharded population OK")
+
+
+def test_sharded_population_on_two_devices():
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2", "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--sharded"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "sharded population OK" in result.stdout
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--sharded"]:
+    sys.path.insert(0, str(REPO))
+    _sharded_matches_unsharded()
