@@ -1,0 +1,59 @@
+"""``env:`` which environment and how many instances; building it, once, for the checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jaxrl.config.errors import ConfigError, check_env_overrides, require, suggest
+
+if TYPE_CHECKING:
+    from jaxrl.config.root import Config
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Which environment and how many instances."""
+
+    name: str = "CartPole-v1"  # registered env name (gymnax name or ours)
+    num_envs: int = 4  # parallel env instances (vmapped)
+    kwargs: dict[str, Any] = field(default_factory=dict)  # overrides of the env's EnvParams
+    action_repeat: int = 1  # env steps per agent decision; rewards summed
+    normalize_obs: bool = False  # running mean/var observation normalisation
+
+
+@dataclass(frozen=True)
+class BuiltEnv:
+    """The run's env, built once from ``env.name`` and ``env.kwargs`` for env-dependent checks.
+
+    Sections that check values against the env (curriculum stages, evaluation lanes,
+    self-play's two teams) receive this in their ``validate_env`` instead of building it again.
+    """
+
+    env: Any  # the env object (envs.make), unwrapped
+    params: Any  # its EnvParams with env.kwargs applied: what stages and lanes override
+
+
+def build_env(config: Config) -> BuiltEnv:
+    """Build ``config.env`` once: the name must be registered and ``env.kwargs`` must fit."""
+    import envs  # noqa: PLC0415 - keep config importable without building envs
+
+    env = config.env
+    require(
+        env.name in envs.registered_envs(),
+        f"env.name: unknown environment {env.name!r}" + suggest(env.name, envs.registered_envs()),
+    )
+    base_env, default_params = envs.make(env.name)
+    check_env_overrides("env.kwargs", env.kwargs, default_params, staged=False)
+    try:
+        params = envs.override_params(default_params, env.kwargs)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"env.kwargs: {env.name}: {err}") from None
+    return BuiltEnv(env=base_env, params=params)
+
+
+def validate(config: Config) -> None:
+    """Values of ``env:`` (the name and kwargs are checked by :func:`build_env`)."""
+    env = config.env
+    require(env.num_envs >= 1, f"env.num_envs must be >= 1, got {env.num_envs}")
+    require(env.action_repeat >= 1, f"env.action_repeat must be >= 1, got {env.action_repeat}")

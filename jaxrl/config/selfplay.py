@@ -1,0 +1,84 @@
+"""``selfplay:`` the self-play league of two-team envs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jaxrl.config.errors import require
+from jaxrl.config.mesh import mesh_size
+
+if TYPE_CHECKING:
+    from jaxrl.config.env import BuiltEnv
+    from jaxrl.config.root import Config
+
+PFSP = ("hard", "variance", "uniform")
+SIDES = ("random", "first")
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    """Self-play league for two-team envs: an in-graph pool of past policies (off by default)."""
+
+    pool_size: int = 0  # K snapshots of the policy kept on device; 0 = self-play off
+    snapshot_every: int = 20  # updates between snapshots (while self-play is on)
+    latest_fraction: float = 0.2  # training envs whose opponent is the current policy
+    rule_fraction: float = 0.2  # training envs whose opponent is the env's RulePolicy
+    lanes: int = 4  # the other envs form this many equal lanes, one pool snapshot each
+    pfsp: str = "hard"  # snapshot sampling: hard (1-w)^2 | variance w(1-w) | uniform
+    result_decay: float = 0.98  # per-update decay of the per-snapshot win/draw/loss counts
+    elo_damping_games: float = 16.0  # in-graph Elo: prior on the last rating, in even games
+    sides: str = "random"  # random: learner's team drawn per env and match; first: team 0
+
+
+def validate(config: Config) -> None:
+    """Values of ``selfplay:`` and its lanes against the envs on each device."""
+    sp = config.selfplay
+    require(sp.pool_size >= 0, f"selfplay.pool_size must be >= 0, got {sp.pool_size}")
+    require(
+        sp.sides in SIDES, f"selfplay.sides must be one of {', '.join(SIDES)}, got {sp.sides!r}"
+    )
+    if sp.pool_size == 0:
+        return
+    require(
+        sp.snapshot_every >= 1, f"selfplay.snapshot_every must be >= 1, got {sp.snapshot_every}"
+    )
+    fractions = {"latest_fraction": sp.latest_fraction, "rule_fraction": sp.rule_fraction}
+    for key, value in fractions.items():
+        require(0.0 <= value <= 1.0, f"selfplay.{key} must be in [0, 1], got {value}")
+    require(
+        sp.latest_fraction + sp.rule_fraction <= 1.0,
+        "selfplay.latest_fraction + selfplay.rule_fraction must be <= 1, got "
+        f"{sp.latest_fraction + sp.rule_fraction:g}",
+    )
+    require(sp.pfsp in PFSP, f"selfplay.pfsp must be one of {', '.join(PFSP)}, got {sp.pfsp!r}")
+    require(
+        0.0 < sp.result_decay <= 1.0,
+        f"selfplay.result_decay must be in (0, 1], got {sp.result_decay}",
+    )
+    require(
+        sp.elo_damping_games >= 0,
+        f"selfplay.elo_damping_games must be >= 0, got {sp.elo_damping_games}",
+    )
+    require(sp.lanes >= 1, f"selfplay.lanes must be >= 1, got {sp.lanes}")
+    count = mesh_size(config)
+    num_envs = config.env.num_envs // count  # the groups are laid out on every device
+    latest = round(sp.latest_fraction * num_envs)
+    rule = round(sp.rule_fraction * num_envs)
+    pool = num_envs - latest - rule
+    per_device = f" per device ({count} devices)" if count > 1 else ""
+    require(
+        pool % sp.lanes == 0,
+        f"selfplay.lanes: the {pool} pool envs{per_device} (env.num_envs {num_envs} - {latest} "
+        f"latest - {rule} rule) do not divide into {sp.lanes} equal lanes",
+    )
+
+
+def validate_env(config: Config, built: BuiltEnv) -> None:
+    """Self-play needs a two-team env."""
+    if config.selfplay.pool_size <= 0:  # off (or refused by validate)
+        return
+    require(
+        getattr(built.env, "num_teams", 1) == 2,
+        f"selfplay: {config.env.name} is not a two-team env (self-play needs num_teams = 2)",
+    )
