@@ -3,17 +3,28 @@ to the same seed and hyperparameters trained alone."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import struct
 
+import envs
 from jaxrl import evaluate as evaluate_cli
-from jaxrl.config import ConfigError, load_config
-from jaxrl.hyper import make_members
+from jaxrl.config import SWEEPABLE, ConfigError, load_config
+from jaxrl.hyper import (
+    PPO_KEYS,
+    base_hyper,
+    env_leaf_kind,
+    make_members,
+    member_env_params,
+)
 from jaxrl.train import train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,3 +149,110 @@ def test_resume_of_members_is_bit_exact(members_run, tmp_path):
 def test_bad_members_config(override, message):
     with pytest.raises(ConfigError, match=message):
         _config(SMALL + [override])
+
+
+# ---- env parameters as member values -------------------------------------------------------
+
+SOCCER = REPO / "configs" / "soccer_1v1.yaml"
+TIME_WEIGHTS = [-0.001, -0.5]  # Soccer's reward.time term: weight x 1 every step
+
+
+def _soccer_sweep(sweep: dict):
+    """The soccer 1v1 config with ``sweep`` (set past the loader: this checks hyper alone)."""
+    return dataclasses.replace(load_config(SOCCER, ["train.num_seeds=1"]), sweep=sweep)
+
+
+def test_ppo_keys_are_the_sweepable_keys():
+    assert PPO_KEYS == SWEEPABLE
+
+
+@pytest.mark.parametrize(
+    "key, kind",
+    [
+        ("env.kwargs.reward.touch", "float"),
+        ("env.kwargs.reward.sparse", "bool"),
+        ("env.kwargs.blue_size", "int"),
+        ("env.kwargs.physics.ball_mass", "float"),
+    ],
+)
+def test_env_leaf_kind(key, kind):
+    _, params = envs.make("Soccer")
+    assert env_leaf_kind(key, params) == kind
+
+
+@pytest.mark.parametrize(
+    "key, message",
+    [
+        ("ppo.lr", "env parameters are given as env.kwargs.<parameter>"),
+        ("env.kwargs.reward.bogus", "no parameter 'bogus' in RewardWeights"),
+        ("env.kwargs.reward", "a struct; name one of its fields"),
+        ("env.kwargs.team_size_weights", "only numeric scalar parameters vary per member"),
+        ("env.kwargs.blue_size.x", "int32 has no parameter 'x'"),
+        ("env.kwargs.mode", "static field"),
+    ],
+)
+def test_env_keys_that_cannot_vary_per_member(key, message):
+    _, params = envs.make("Soccer")
+
+    class WithStatic(struct.PyTreeNode):  # Soccer's params plus a static field
+        reward: Any
+        team_size_weights: Any
+        blue_size: Any
+        mode: str = struct.field(pytree_node=False, default="a")
+
+    fields = ("reward", "team_size_weights", "blue_size")
+    with_static = WithStatic(**{name: getattr(params, name) for name in fields})
+    with pytest.raises(ValueError, match=f"^{key}: .*{message}"):
+        env_leaf_kind(key, with_static)
+
+
+def test_env_sweep_members_and_their_values():
+    members = make_members(_soccer_sweep({"env.kwargs.reward.time": TIME_WEIGHTS}))
+    assert members.names == ("time=-0.001-seed0", "time=-0.5-seed0")
+    assert members.points[1] == {"env.kwargs.reward.time": -0.5}
+    np.testing.assert_array_equal(members.hyper.env["reward.time"], np.float32(TIME_WEIGHTS))
+    np.testing.assert_array_equal(members.hyper.lr, np.float32([3e-4, 3e-4]))
+    # PBT may explore an env parameter nobody swept: it starts at the config's value.
+    explored = make_members(_soccer_sweep({}), explored=("env.kwargs.reward.touch",))
+    np.testing.assert_array_equal(explored.hyper.env["reward.touch"], np.float32([0.5]))
+    assert make_members(load_config(SOCCER)).hyper.env == {}  # nothing varies: no entry
+
+
+def test_env_values_are_cast_to_their_leaf():
+    _, params = envs.make("Soccer")
+    two = lambda x: np.broadcast_to(x, (2,))  # noqa: E731
+    hyper = jax.tree.map(two, base_hyper(load_config(SOCCER))).replace(
+        env={
+            "reward.sparse": np.float32([0.0, 1.0]),
+            "blue_size": np.float32([1.0, 2.0]),
+            "reward.touch": np.float32([0.0, 0.2]),
+        }
+    )
+    got = jax.vmap(lambda h: member_env_params(params, h))(hyper)
+    np.testing.assert_array_equal(got.reward.sparse, [False, True])
+    assert got.reward.sparse.dtype == bool and got.blue_size.dtype == jnp.int32
+    np.testing.assert_array_equal(got.blue_size, [1, 2])
+    np.testing.assert_array_equal(got.reward.touch, np.float32([0.0, 0.2]))
+    np.testing.assert_array_equal(got.reward.goal_scored, [10.0, 10.0])  # the rest unchanged
+
+
+def test_each_member_plays_under_its_own_env_values():
+    """Soccer's time term is its weight on every active slot: one vmapped step, two weights."""
+    env, params = envs.make("Soccer")
+    members = make_members(_soccer_sweep({"env.kwargs.reward.time": TIME_WEIGHTS}))
+
+    @jax.jit
+    def first_step(hyper, key):
+        member_params = member_env_params(params, hyper)
+        key_reset, key_step = jax.random.split(key)
+        _, state = env.reset(key_reset, member_params)
+        action = jnp.full((6,), 8, jnp.int32)  # no-op
+        *_, info = env.step(key_step, state, action, member_params)
+        return info["reward_terms"]["time"], info["agent_mask"]
+
+    hyper = jax.tree.map(jnp.asarray, members.hyper)
+    keys = jax.random.split(jax.random.key(0), members.count)
+    time_term, active = jax.vmap(first_step)(hyper, keys)
+    for m, weight in enumerate(TIME_WEIGHTS):
+        np.testing.assert_array_equal(time_term[m][active[m]], np.float32(weight))
+        np.testing.assert_array_equal(time_term[m][~active[m]], 0.0)
