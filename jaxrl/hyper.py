@@ -144,6 +144,26 @@ def env_leaf_kind(key: str, env_params: Any) -> str:
     return {"b": "bool", "i": "int", "u": "int", "f": "float"}[dtype.kind]
 
 
+def check_env_values(key: str, values: list[float], env_params: Any) -> str:
+    """The kind of the env parameter ``key`` (:func:`env_leaf_kind`), with ``values`` checked
+    to cast to it without loss: 0 or 1 for a bool, whole numbers for an int.
+
+    Raises:
+      ValueError: one line naming ``key``.
+    """
+    kind = env_leaf_kind(key, env_params)
+    for value in values:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(f"{key}: expected numbers, got {value!r}")
+        if kind == "bool" and value not in (0, 1):
+            raise ValueError(f"{key}: a bool parameter takes 0 or 1, got {value}")
+        if kind == "int" and float(value) % 1:
+            raise ValueError(f"{key}: an int parameter takes whole numbers, got {value}")
+        if kind == "float" and not np.isfinite(value):
+            raise ValueError(f"{key}: expected finite numbers, got {value}")
+    return kind
+
+
 def member_env_params(env_params: Any, hyper: Hyper) -> Any:
     """``env_params`` with the member's env values (``hyper.env``) written in.
 

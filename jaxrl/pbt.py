@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -42,153 +40,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxrl.config.pbt import PBTConfig
 from jaxrl.hyper import Hyper, get_value, set_value, value_tags
 from jaxrl.metrics import MetricSpec, Scalar
 
-SMOOTHINGS = ("ema", "window")
-EXPLORES = ("perturb", "resample")
 STREAM = 0x50425421  # fold_in constant of the PBT key stream (ASCII "PBT!")
-
-
-# ---- the pbt: config section ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BoundsConfig:
-    """The range PBT keeps one hyperparameter in."""
-
-    min: float = 0.0  # lowest value a perturbation or a resample may give
-    max: float = 1.0  # highest value
-    log: bool = False  # resample log-uniformly in [min, max] (learning rates); needs min > 0
-    values: tuple[float, ...] = ()  # a grid: perturb steps to a neighbour, resample draws one
-
-
-@dataclass(frozen=True)
-class PBTConfig:
-    """Population-based training over the members (off while ``every_updates`` is 0)."""
-
-    every_updates: int = 0  # exploit and explore every N updates; 0: PBT off
-    metric: tuple[str, ...] = ("rollout/episode_return",)  # tags ranked on, first decides first
-    smoothing: str = "ema"  # ema | window: how each member's per-update values are smoothed
-    ema_decay: float = 0.9  # ema: weight of the past at each update that reports the metric
-    window: int = 8  # window: mean of the last N reported values
-    fraction: float = 0.25  # the bottom fraction of the members copies the top fraction
-    explore: str = "perturb"  # perturb: scale by a factor (or step a grid); resample: draw anew
-    factors: tuple[float, ...] = (0.8, 1.25)  # perturb: one factor drawn uniformly per value
-    resample_probability: float = 0.0  # perturb: chance that a value is resampled instead
-    hyperparameters: dict[str, BoundsConfig] = field(default_factory=dict)  # explored: bounds
-
-    @property
-    def enabled(self) -> bool:
-        """PBT is configured."""
-        return self.every_updates > 0
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """Config keys of the explored hyperparameters (``ppo.lr``, ``env.kwargs.reward.touch``)."""
-        return tuple(self.hyperparameters)
-
-    def selected(self, num_members: int) -> int:
-        """Members in the bottom (and in the top) quantile: ``int(R * fraction)``."""
-        return int(num_members * self.fraction)
-
-    def validate(
-        self,
-        *,
-        num_members: int,
-        num_updates: int,
-        sweep: Mapping[str, Sequence[float]],
-        check: Callable[[str, list[float]], str],
-    ) -> None:
-        """Check the section; raise ``ValueError`` (one line naming the key) on the first problem.
-
-        Args:
-          num_members: ``R``, the members trained together.
-          num_updates: updates in the whole run.
-          sweep: the config's ``sweep`` (a resample draws from a swept key's list).
-          check: ``check(key, values)`` returns the kind of ``key`` (``float``, ``int`` or
-            ``bool``, see :func:`jaxrl.hyper.env_leaf_kind`) and raises ``ValueError`` when it
-            cannot vary per member or a value is not allowed for it.
-        """
-        every = self.every_updates
-        _require(every >= 0, f"pbt.every_updates must be >= 0, got {every}")
-        if not self.enabled:
-            return
-        _require(
-            num_members >= 2,
-            f"pbt needs at least 2 members (train.num_seeds x sweep points), got {num_members}",
-        )
-        _require(
-            0 < self.fraction <= 0.5 and self.selected(num_members) >= 1,
-            f"pbt.fraction must be in (0, 0.5] and leave at least one of the {num_members} "
-            f"members in each quantile (int(R * fraction) >= 1), got {self.fraction}",
-        )
-        _require(
-            self.every_updates < num_updates,
-            f"pbt.every_updates ({self.every_updates}) must be below the run's {num_updates} "
-            "updates (PBT would never fire)",
-        )
-        _require(
-            len(self.metric) >= 1 and all(isinstance(t, str) and t for t in self.metric),
-            f"pbt.metric must be a non-empty list of metric tags, got {list(self.metric)}",
-        )
-        _require(
-            self.smoothing in SMOOTHINGS,
-            f"pbt.smoothing must be one of {', '.join(SMOOTHINGS)}, got {self.smoothing!r}",
-        )
-        _require(0 <= self.ema_decay < 1, f"pbt.ema_decay must be in [0, 1), got {self.ema_decay}")
-        _require(self.window >= 1, f"pbt.window must be >= 1, got {self.window}")
-        _require(
-            self.explore in EXPLORES,
-            f"pbt.explore must be one of {', '.join(EXPLORES)}, got {self.explore!r}",
-        )
-        _require(
-            len(self.factors) >= 1 and all(0 < f < math.inf for f in self.factors),
-            f"pbt.factors must be a non-empty list of finite numbers > 0, got {list(self.factors)}",
-        )
-        _require(
-            0 <= self.resample_probability <= 1,
-            f"pbt.resample_probability must be in [0, 1], got {self.resample_probability}",
-        )
-        _require(
-            len(self.hyperparameters) >= 1,
-            "pbt.hyperparameters: name at least one hyperparameter to explore, e.g. "
-            "{ppo.lr: {min: 1e-5, max: 1e-2, log: true}}",
-        )
-        for key, bounds in self.hyperparameters.items():
-            self._validate_bounds(key, bounds, sweep.get(key, ()), check)
-
-    def _validate_bounds(
-        self,
-        key: str,
-        bounds: BoundsConfig,
-        swept: Sequence[float],
-        check: Callable[[str, list[float]], str],
-    ) -> None:
-        where = f"pbt.hyperparameters.{key}"
-        low, high = bounds.min, bounds.max
-        _require(
-            math.isfinite(low) and math.isfinite(high) and low <= high,
-            f"{where}: expected finite min <= max, got min {low}, max {high}",
-        )
-        _require(not bounds.log or low > 0, f"{where}: log needs min > 0, got {low}")
-        outside = [v for v in (*bounds.values, *swept) if not low <= v <= high]
-        _require(
-            not outside, f"{where}: values and swept values must lie in [{low}, {high}]: {outside}"
-        )
-        try:
-            kind = check(key, [low, high, *bounds.values])
-        except ValueError as err:
-            raise ValueError(f"{where}: {err}") from None
-        _require(
-            kind == "float" or len(bounds.values) >= 2,
-            f"{where}: an {kind} parameter is explored along a grid: give values (at least 2)",
-        )
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
 
 
 # ---- the static spec of a run --------------------------------------------------------------

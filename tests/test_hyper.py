@@ -3,7 +3,6 @@ to the same seed and hyperparameters trained alone."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -158,12 +157,32 @@ TIME_WEIGHTS = [-0.001, -0.5]  # Soccer's reward.time term: weight x 1 every ste
 
 
 def _soccer_sweep(sweep: dict):
-    """The soccer 1v1 config with ``sweep`` (set past the loader: this checks hyper alone)."""
-    return dataclasses.replace(load_config(SOCCER, ["train.num_seeds=1"]), sweep=sweep)
+    """The soccer 1v1 config with ``sweep``."""
+    return load_config(SOCCER, [f"sweep={json.dumps(sweep)}"])
 
 
 def test_ppo_keys_are_the_sweepable_keys():
     assert PPO_KEYS == SWEEPABLE
+
+
+@pytest.mark.parametrize(
+    "config, override, message",
+    [
+        ("soccer_1v1", "sweep={env.kwargs.reward.sparse: [0, 2]}", "a bool parameter takes 0 or 1"),
+        ("soccer_1v1", "sweep={env.kwargs.blue_size: [1, 1.5]}", "takes whole numbers, got 1.5"),
+        ("soccer_1v1", "sweep={env.kwargs.team_size_weights: [0, 1]}", "only numeric scalar"),
+        ("soccer_1v1", "sweep={env.kwargs.reward: [0, 1]}", "reward: a struct"),
+        ("cartpole", "sweep={env.kwargs.gravity: [9.8, 1.0, 2.0], ppo.lr: [0.1]}", "same length"),
+        (
+            "soccer_curriculum",
+            "sweep={env.kwargs.opponent_skill: [0.5, 1.0]}",
+            "^sweep: env.kwargs.opponent_skill varies per member and a curriculum stage sets",
+        ),
+    ],
+)
+def test_bad_env_sweep(config, override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(REPO / "configs" / f"{config}.yaml", [override])
 
 
 @pytest.mark.parametrize(

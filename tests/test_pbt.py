@@ -16,24 +16,25 @@ import numpy as np
 import pytest
 
 from jaxrl import pbt
+from jaxrl.config import BoundsConfig, ConfigError, PBTConfig, load_config
 from jaxrl.hyper import Hyper
 from jaxrl.metrics import Scalar
 from jaxrl.types import RunnerState, RunningStats
 
 REPO = Path(__file__).resolve().parents[1]
 TAGS = ("train/entropy", "rollout/episode_return", "curriculum/stage")
-LR = pbt.BoundsConfig(min=1e-4, max=1e-2, log=True)
-ENT = pbt.BoundsConfig(min=0.0, max=0.1, values=(0.0, 0.01, 0.05))
+LR = BoundsConfig(min=1e-4, max=1e-2, log=True)
+ENT = BoundsConfig(min=0.0, max=0.1, values=(0.0, 0.01, 0.05))
 
 
-def _config(**changes) -> pbt.PBTConfig:
+def _config(**changes) -> PBTConfig:
     base = dict(every_updates=2, fraction=0.25, hyperparameters={"ppo.lr": LR, "ppo.ent_coef": ENT})
-    return pbt.PBTConfig(**{**base, **changes})
+    return PBTConfig(**{**base, **changes})
 
 
 def _spec(members: int = 4, **changes) -> pbt.PBTSpec:
     config = _config(**changes)
-    config.validate(num_members=members, num_updates=10, sweep={}, check=lambda k, v: "float")
+    config.validate(members, 10, {})
     return pbt.make_spec(
         config,
         num_members=members,
@@ -117,50 +118,67 @@ def step4(state, runner, packed):
         ({"resample_probability": 1.5}, 4, r"pbt.resample_probability must be in \[0, 1\]"),
         ({"hyperparameters": {}}, 4, "name at least one hyperparameter"),
         (
-            {"hyperparameters": {"ppo.lr": pbt.BoundsConfig(min=0.0, max=1e-2, log=True)}},
+            {"hyperparameters": {"ppo.lr": BoundsConfig(min=0.0, max=1e-2, log=True)}},
             4,
             "pbt.hyperparameters.ppo.lr: log needs min > 0",
         ),
         (
-            {"hyperparameters": {"ppo.lr": pbt.BoundsConfig(min=1e-2, max=1e-4)}},
+            {"hyperparameters": {"ppo.lr": BoundsConfig(min=1e-2, max=1e-4)}},
             4,
             "expected finite min <= max",
         ),
         (
-            {"hyperparameters": {"ppo.ent_coef": pbt.BoundsConfig(max=0.1, values=(0.0, 0.2))}},
+            {"hyperparameters": {"ppo.ent_coef": BoundsConfig(max=0.1, values=(0.0, 0.2))}},
             4,
             r"must lie in \[0.0, 0.1\]: \[0.2\]",
         ),
     ],
 )
 def test_bad_pbt_section(changes, members, message):
-    with pytest.raises(ValueError, match=message):
-        _config(**changes).validate(
-            num_members=members, num_updates=10, sweep={}, check=lambda k, v: "float"
-        )
+    with pytest.raises(ConfigError, match=message):
+        _config(**changes).validate(members, 10, {})
 
 
-def test_check_names_the_key_and_grids_for_discrete_kinds():
-    def check(key, values):
-        if key == "ppo.bogus":
-            raise ValueError("cannot vary per member")
-        return "bool" if key.endswith("sparse") else "float"
+PBT_ON = ["train.num_seeds=4", "pbt.every_updates=2"]
 
-    bounds = {"ppo.bogus": pbt.BoundsConfig()}
-    with pytest.raises(ValueError, match="^pbt.hyperparameters.ppo.bogus: cannot vary"):
-        _config(hyperparameters=bounds).validate(
-            num_members=4, num_updates=10, sweep={}, check=check
-        )
-    sparse = {"env.kwargs.reward.sparse": pbt.BoundsConfig(min=0, max=1)}
-    with pytest.raises(ValueError, match="an bool parameter is explored along a grid"):
-        _config(hyperparameters=sparse).validate(
-            num_members=4, num_updates=10, sweep={}, check=check
-        )
-    swept = {"ppo.lr": [1e-3, 5e-2]}  # a swept value outside the bounds
-    with pytest.raises(ValueError, match=r"must lie in \[0.0001, 0.01\]: \[0.05\]"):
-        _config().validate(num_members=4, num_updates=10, sweep=swept, check=check)
-    _config().validate(num_members=4, num_updates=10, sweep={}, check=check)
-    _config(every_updates=0).validate(num_members=1, num_updates=1, sweep={}, check=check)
+
+@pytest.mark.parametrize(
+    "config, overrides, message",
+    [
+        ("cartpole", ["pbt.hyperparameters={ppo.bogus: {}}"], "ppo.bogus: 'ppo.bogus' cannot vary"),
+        (
+            "cartpole",
+            ["pbt.hyperparameters={ppo.gamma: {min: 0.9, max: 1.5}}"],
+            "pbt.hyperparameters.ppo.gamma: every value must be in \\[0, 1\\], got 1.5",
+        ),
+        (
+            "cartpole",
+            [
+                "sweep={ppo.lr: [0.001, 0.05]}",
+                "pbt.hyperparameters={ppo.lr: {min: 1e-4, max: 0.01}}",
+            ],
+            r"pbt.hyperparameters.ppo.lr: values and swept values must lie in .*: \[0.05\]",
+        ),
+        (
+            "soccer_1v1",
+            ["pbt.hyperparameters={env.kwargs.reward.sparse: {min: 0, max: 1}}"],
+            "reward.sparse: a bool parameter is explored along a grid: give values",
+        ),
+        (
+            "soccer_1v1",
+            ["pbt.hyperparameters={env.kwargs.reward.tuch: {}}"],
+            "pbt.hyperparameters.env.kwargs.reward.tuch: no parameter 'tuch' in RewardWeights",
+        ),
+        (
+            "soccer_curriculum",
+            ["pbt.hyperparameters={env.kwargs.opponent_skill: {min: 0, max: 1}}"],
+            "opponent_skill varies per member and a curriculum stage sets opponent_skill too",
+        ),
+    ],
+)
+def test_bad_pbt_section_against_the_env(config, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(REPO / "configs" / f"{config}.yaml", PBT_ON + overrides)
 
 
 def test_spec_tags_grids_and_draws():
@@ -192,7 +210,7 @@ def test_spec_tags_grids_and_draws():
     np.testing.assert_array_equal(spec.grid[1], np.float32([0.0, 0.01, 0.05]))
     np.testing.assert_array_equal(spec.draw_size, [2, 3])  # lr resamples from the sweep's list
     np.testing.assert_array_equal(spec.draws[0], np.float32([1e-3, 3e-3, 3e-3]))  # padded
-    assert pbt.make_spec(pbt.PBTConfig(), num_members=1, num_updates=1, metric_tags=TAGS,
+    assert pbt.make_spec(PBTConfig(), num_members=1, num_updates=1, metric_tags=TAGS,
                          sweep={}, copied_features=(), max_nonfinite=1) is None  # fmt: skip
 
 

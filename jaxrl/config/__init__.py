@@ -53,6 +53,7 @@ from jaxrl.config.loader import (
 from jaxrl.config.logger import WANDB_MODES, LoggerConfig, WandbConfig
 from jaxrl.config.mesh import MeshConfig, mesh_size
 from jaxrl.config.network import ACTIVATIONS, CORES, NetworkConfig
+from jaxrl.config.pbt import BoundsConfig, PBTConfig
 from jaxrl.config.ppo import PPOConfig
 from jaxrl.config.root import PRECISIONS, SECTIONS, Config, Section, validate
 from jaxrl.config.selfplay import PFSP, SIDES, SelfPlayConfig
@@ -70,6 +71,7 @@ __all__ = [
     "SWEEPABLE",
     "SWITCHABLE",
     "WANDB_MODES",
+    "BoundsConfig",
     "BuiltEnv",
     "CheckpointConfig",
     "Config",
@@ -81,6 +83,7 @@ __all__ = [
     "LoggerConfig",
     "MeshConfig",
     "NetworkConfig",
+    "PBTConfig",
     "PPOConfig",
     "Section",
     "SelfPlayConfig",

@@ -15,6 +15,7 @@ from jaxrl.config import (
     logger,
     mesh,
     network,
+    pbt,
     ppo,
     selfplay,
     sweep,
@@ -28,6 +29,7 @@ from jaxrl.config.evaluation import EvaluationConfig
 from jaxrl.config.logger import LoggerConfig
 from jaxrl.config.mesh import MeshConfig
 from jaxrl.config.network import NetworkConfig
+from jaxrl.config.pbt import PBTConfig
 from jaxrl.config.ppo import PPOConfig
 from jaxrl.config.selfplay import SelfPlayConfig
 from jaxrl.config.train import TrainConfig
@@ -50,6 +52,7 @@ class Config:
     selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
     sweep: dict[str, list[float]] = field(default_factory=dict)  # {ppo.lr: [1e-4, 3e-4]}
+    pbt: PBTConfig = field(default_factory=PBTConfig)
     mesh: MeshConfig = field(default_factory=MeshConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
 
@@ -142,7 +145,8 @@ SECTIONS = (
     Section("mesh", mesh.validate),
     Section("selfplay", selfplay.validate, selfplay.validate_env),
     Section("evaluation", evaluation.validate, evaluation.validate_env),
-    Section("sweep", sweep.validate),
+    Section("sweep", sweep.validate, sweep.validate_env),
+    Section("pbt", pbt.validate, pbt.validate_env),
 )
 
 

@@ -1,14 +1,21 @@
-"""``sweep:`` hyperparameter lists trained together (``{ppo.lr: [1e-4, 3e-4]}``, zipped)."""
+"""``sweep:`` hyperparameter lists trained together (``{ppo.lr: [1e-4, 3e-4]}``, zipped).
+
+Env parameters sweep too: ``env.kwargs.<path>`` of a numeric scalar array leaf
+(``{env.kwargs.reward.touch: [0.0, 0.05, 0.2]}``), checked against the env by ``validate_env``.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from jaxrl.config.errors import require, suggest
+from jaxrl.config.errors import ConfigError, require, suggest
 
 if TYPE_CHECKING:
+    from jaxrl.config.env import BuiltEnv
     from jaxrl.config.root import Config
+
+ENV_PREFIX = "env.kwargs."  # env parameters sweep as env.kwargs.<path> (checked by validate_env)
 
 # Hyperparameters a sweep may vary (traced: no recompile per value) -> Hyper field.
 SWEEPABLE = {
@@ -36,24 +43,75 @@ def validate(config: Config) -> None:
     lengths = set()
     for key, values in config.sweep.items():
         require(
-            key in SWEEPABLE,
-            f"sweep: {key!r} cannot be swept (sweepable: {', '.join(SWEEPABLE)})"
-            + suggest(str(key), list(SWEEPABLE)),
+            key in SWEEPABLE or str(key).startswith(ENV_PREFIX),
+            f"sweep: {key!r} cannot be swept (sweepable: {', '.join(SWEEPABLE)}, or an env "
+            f"parameter as {ENV_PREFIX}<parameter>)" + suggest(str(key), list(SWEEPABLE)),
         )
         require(
             isinstance(values, (list, tuple)) and len(values) >= 1,
             f"sweep.{key}: expected a non-empty list of numbers, got {values!r}",
         )
-        rule, text = _SWEEP_RULES[key]
         for value in values:
             require(
                 isinstance(value, (int, float)) and not isinstance(value, bool),
                 f"sweep.{key}: expected numbers, got {value!r}",
             )
-            require(rule(float(value)), f"sweep.{key}: every value must be {text}, got {value}")
+            if key in SWEEPABLE:
+                rule, text = _SWEEP_RULES[key]
+                require(rule(float(value)), f"sweep.{key}: every value must be {text}, got {value}")
         lengths.add(len(values))
     require(
         len(lengths) <= 1,
         "sweep: every list must have the same length (values are zipped), got lengths "
         f"{sorted(lengths)}",
     )
+
+
+def validate_env(config: Config, built: BuiltEnv) -> None:
+    """Swept env parameters: numeric scalar array leaves, values that fit them, not staged."""
+    keys = [key for key in config.sweep if str(key).startswith(ENV_PREFIX)]
+    for key in keys:
+        values = config.sweep[key]
+        if isinstance(values, (list, tuple)):  # else validate reports it
+            member_kind(f"sweep.{key}", key, list(values), built.params)
+    check_not_staged(config, keys, "sweep")
+
+
+def member_kind(where: str, key: str, values: list[float], env_params: Any) -> str:
+    """The kind (``float``, ``int`` or ``bool``) of ``key``, with ``values`` allowed for it.
+
+    Raises:
+      ConfigError: ``key`` cannot vary per member, or a value does not fit it; the message
+        starts with ``where``.
+    """
+    if key in SWEEPABLE:
+        rule, text = _SWEEP_RULES[key]
+        for value in values:
+            require(rule(float(value)), f"{where}: every value must be {text}, got {value}")
+        return "float"
+    if key.startswith(ENV_PREFIX):
+        from jaxrl.hyper import check_env_values  # noqa: PLC0415 - hyper imports jax
+
+        try:
+            return check_env_values(key, values, env_params)
+        except ValueError as err:
+            raise ConfigError(f"{where}: {str(err).removeprefix(f'{key}: ')}") from None
+    raise ConfigError(
+        f"{where}: {key!r} cannot vary per member (one of {', '.join(SWEEPABLE)}, or an env "
+        f"parameter as {ENV_PREFIX}<parameter>)" + suggest(key, list(SWEEPABLE))
+    )
+
+
+def check_not_staged(config: Config, keys: list[str], where: str) -> None:
+    """Env keys that vary per member must not be set by a curriculum stage as well (a stage's
+    value would overwrite the member's)."""
+    from envs.params import flatten  # noqa: PLC0415 - envs imports gymnax (a backend)
+
+    staged = {path for stage in config.curriculum.stages for path in flatten(stage.env)}
+    for key in keys:
+        path = key[len(ENV_PREFIX) :]
+        require(
+            not key.startswith(ENV_PREFIX) or path not in staged,
+            f"{where}: {key} varies per member and a curriculum stage sets {path} too; "
+            "vary it in one place",
+        )
