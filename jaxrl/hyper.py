@@ -186,9 +186,10 @@ def member_env_params(env_params: Any, hyper: Hyper) -> Any:
     return env_params
 
 
-def varied_env_keys(config: Config, explored: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """The env keys that vary per member: swept ones, then those PBT explores (``explored``)."""
+def varied_env_keys(config: Config) -> tuple[str, ...]:
+    """The env keys that vary per member: the swept ones, then those PBT explores."""
     keys = [key for key in config.sweep if is_env_key(key)]
+    explored = config.pbt.keys if config.pbt.enabled else ()
     keys += [key for key in explored if is_env_key(key) and key not in keys]
     return tuple(keys)
 
@@ -196,16 +197,16 @@ def varied_env_keys(config: Config, explored: tuple[str, ...] = ()) -> tuple[str
 # ---- the members --------------------------------------------------------------------------
 
 
-def base_hyper(config: Config, explored: tuple[str, ...] = ()) -> Hyper:
+def base_hyper(config: Config) -> Hyper:
     """The config's own values (float32 numpy scalars), env ones read from its env params.
 
-    ``explored``: config keys PBT varies besides the swept ones (their env parameters get an
-    entry in ``Hyper.env`` too, so every member's runner state has the same structure).
+    Every env parameter that varies per member (swept, or explored by PBT) gets an entry in
+    ``Hyper.env``, so every runner state of the run has the same structure.
     """
     ppo = config.ppo
     value = lambda x: np.float32(x)  # noqa: E731
     env = {}
-    keys = varied_env_keys(config, explored)
+    keys = varied_env_keys(config)
     if keys:
         # Local: hyper is imported by the config's validation, which keeps envs lazy.
         import envs  # noqa: PLC0415
@@ -224,15 +225,12 @@ def base_hyper(config: Config, explored: tuple[str, ...] = ()) -> Hyper:
     )
 
 
-def make_members(config: Config, explored: tuple[str, ...] = ()) -> Members:
-    """Seeds ``seed .. seed + num_seeds - 1`` for every sweep point, point-major.
-
-    ``explored``: config keys PBT varies (see :func:`base_hyper`).
-    """
+def make_members(config: Config) -> Members:
+    """Seeds ``seed .. seed + num_seeds - 1`` for every sweep point, point-major."""
     seeds = config.train.num_seeds
     sweep = config.sweep
     points_count = len(next(iter(sweep.values()))) if sweep else 1
-    base = base_hyper(config, explored)
+    base = base_hyper(config)
     names, member_seeds, points, hypers = [], [], [], []
     for p in range(points_count):
         point = {key: float(values[p]) for key, values in sweep.items()}

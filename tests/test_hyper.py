@@ -232,8 +232,10 @@ def test_env_sweep_members_and_their_values():
     np.testing.assert_array_equal(members.hyper.env["reward.time"], np.float32(TIME_WEIGHTS))
     np.testing.assert_array_equal(members.hyper.lr, np.float32([3e-4, 3e-4]))
     # PBT may explore an env parameter nobody swept: it starts at the config's value.
-    explored = make_members(_soccer_sweep({}), explored=("env.kwargs.reward.touch",))
-    np.testing.assert_array_equal(explored.hyper.env["reward.touch"], np.float32([0.5]))
+    pbt = ["train.num_seeds=2", "pbt.every_updates=2", "pbt.fraction=0.5"]
+    pbt += ["pbt.hyperparameters={env.kwargs.reward.touch: {min: 0.0, max: 1.0}}"]
+    explored = make_members(load_config(SOCCER, pbt))
+    np.testing.assert_array_equal(explored.hyper.env["reward.touch"], np.float32([0.5, 0.5]))
     assert make_members(load_config(SOCCER)).hyper.env == {}  # nothing varies: no entry
 
 
