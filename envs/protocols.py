@@ -1,0 +1,172 @@
+"""The env contract, written down as :class:`typing.Protocol`\\ s.
+
+Every registered env is an :class:`Env` (gymnax 1.0: ``reset(key, params) -> (obs, state)``,
+``step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)``).
+What an env can do beyond that it declares with class attributes and methods, and the
+trainer asks with ``isinstance`` against these protocols instead of probing attributes:
+
+- :class:`MultiAgentEnv` (``num_agents``): one env instance steps ``A = num_agents`` agent
+  slots; observations are ``[A, *obs]``, actions ``[A, *action]``, rewards float32 ``[A]``.
+  A single-agent env (gymnax's, CAGE2) has no ``num_agents``: observations ``[*obs]``,
+  actions ``[*action]``, a () float32 reward.
+- :class:`TwoTeamEnv` (``num_teams == 2``, ``team_size``, ``scripted_kinds``,
+  ``scripted_team_actions``): a multi-agent env whose slots ``[0, S)`` are team 0 and
+  ``[S, 2S)`` team 1, both driven by the caller; a team can be driven by one of the env's
+  scripted policies (``scripted_kinds``: name -> kind, e.g. ``{"rule": 1}``).
+- :class:`VariableTeamSize` (``with_team_size``): a two-team env whose params fix how many
+  slots of each team play (``1..team_size``).
+- :class:`RenderableEnv` (``renderer``): the import path of a module that draws the env's
+  states (:class:`Renderer`), imported only when a clip is rendered.
+
+Soccer is a :class:`VariableTeamSize` and :class:`RenderableEnv`; MettaArena a
+:class:`MultiAgentEnv` and :class:`RenderableEnv`; CAGE2, MemoryProbe and gymnax's envs are
+plain :class:`Env`\\ s. The wrappers of :mod:`envs.wrappers` (gymnax ``GymnaxWrapper``\\ s)
+keep the contract of the env they wrap, so the helpers below look through them
+(:func:`unwrapped`): with Python >= 3.12 ``isinstance`` reads attributes statically and would
+not see the ones a wrapper forwards.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+import numpy as np
+from gymnax.wrappers.purerl import GymnaxWrapper
+
+
+@runtime_checkable
+class Env(Protocol):
+    """A gymnax 1.0 environment; single-agent unless it is also a :class:`MultiAgentEnv`."""
+
+    @property
+    def name(self) -> str:
+        """Environment name."""
+        ...
+
+    @property
+    def default_params(self) -> Any:
+        """The env's default ``EnvParams``."""
+        ...
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
+        """``(obs, state)`` of a new episode."""
+        ...
+
+    def step(
+        self, key: jax.Array, state: Any, action: Any, params: Any
+    ) -> tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        """``(obs, state, reward, terminated, truncated, info)``, auto-resetting."""
+        ...
+
+    def action_space(self, params: Any) -> Any:
+        """The action space (of one agent slot, for a multi-agent env)."""
+        ...
+
+    def observation_space(self, params: Any) -> Any:
+        """The observation space (of the whole env: ``[A, *obs]`` for a multi-agent env)."""
+        ...
+
+
+@runtime_checkable
+class MultiAgentEnv(Env, Protocol):
+    """An env stepping several agent slots per instance, all driven by the caller.
+
+    Observations ``[A, *obs]``, actions ``[A, *action]`` (one per slot; the action space is a
+    slot's), rewards float32 ``[A]``; ``info["agent_mask"]`` bool ``[A]`` may mark slots
+    that do not play.
+    """
+
+    num_agents: int  # A, agent slots per env instance
+
+
+@runtime_checkable
+class TwoTeamEnv(MultiAgentEnv, Protocol):
+    """A multi-agent env of two teams: slots ``[0, S)`` team 0, ``[S, 2S)`` team 1.
+
+    ``info["episode_outcome"]`` reports each slot's win/draw/loss where an episode ends.
+    """
+
+    num_teams: int  # 2
+    team_size: int  # S, slots per team (num_agents = 2 S)
+    scripted_kinds: Mapping[str, int]  # scripted policies a caller can put on a team
+
+    def scripted_team_actions(
+        self, key: jax.Array, team_obs: jax.Array, kind: jax.Array, skill: jax.Array
+    ) -> jax.Array:
+        """int32 ``[S]`` actions of scripted ``kind`` for one team's observation rows."""
+        ...
+
+
+@runtime_checkable
+class VariableTeamSize(TwoTeamEnv, Protocol):
+    """A two-team env whose params set how many slots of each team play."""
+
+    def with_team_size(self, params: Any, size: int) -> Any:
+        """``params`` with ``size`` (``1..team_size``) players a side."""
+        ...
+
+
+@runtime_checkable
+class RenderableEnv(Env, Protocol):
+    """An env with a renderer: ``renderer`` is the import path of a :class:`Renderer`."""
+
+    renderer: str  # e.g. "envs.soccer.render", imported on demand (it needs Pillow)
+
+
+@runtime_checkable
+class Renderer(Protocol):
+    """Host-side drawing of an env's states (a module, e.g. :mod:`envs.soccer.render`)."""
+
+    STEP_DT: float  # seconds of clip per env step at the natural pace
+
+    def render_frames(self, states: Any, params: Any) -> list[np.ndarray]:
+        """uint8 ``[H, W, 3]`` frames of stacked states ``[T, ...]`` of one env."""
+        ...
+
+    def save_gif(self, frames: Sequence[np.ndarray], path: Path, fps: int = 15) -> None:
+        """Write ``frames`` to a looping GIF."""
+        ...
+
+
+def unwrapped(env: Any) -> Any:
+    """The innermost env under gymnax wrappers (which keep its contract)."""
+    while isinstance(env, GymnaxWrapper):
+        env = env._env
+    return env
+
+
+def num_agents(env: Any) -> int:
+    """Agent slots per env instance: ``num_agents`` of a :class:`MultiAgentEnv`, else 1."""
+    inner = unwrapped(env)
+    return int(inner.num_agents) if isinstance(inner, MultiAgentEnv) else 1
+
+
+def two_team(env: Any) -> TwoTeamEnv | None:
+    """The (innermost) env if it is a :class:`TwoTeamEnv` with two teams, else None."""
+    inner = unwrapped(env)
+    return inner if isinstance(inner, TwoTeamEnv) and int(inner.num_teams) == 2 else None
+
+
+def variable_team_size(env: Any) -> VariableTeamSize | None:
+    """The (innermost) env if it is a :class:`VariableTeamSize`, else None."""
+    inner = two_team(env)
+    return inner if isinstance(inner, VariableTeamSize) else None
+
+
+def renderer(env: Any) -> Renderer | None:
+    """The renderer module of a :class:`RenderableEnv` (imported now), else None.
+
+    Raises:
+      TypeError: the module named by ``env.renderer`` is not a :class:`Renderer`.
+    """
+    inner = unwrapped(env)
+    if not isinstance(inner, RenderableEnv):
+        return None
+    module = importlib.import_module(inner.renderer)
+    if not isinstance(module, Renderer):
+        raise TypeError(f"{inner.name}: {inner.renderer} is not a renderer (see envs.protocols)")
+    return module
