@@ -1,13 +1,22 @@
-"""Training curves from a run's TensorBoard event files, as a PNG.
+"""Figures from a run's TensorBoard event files, as a PNG.
 
     python -m jaxrl.plot --run-dir DIR [DIR ...] [--tags rollout/episode_return,...]
         [--labels A,B,...] [--group] [--out FILE.png]
+    python -m jaxrl.plot --run-dir DIR --figure schedule [--tags METRIC] [--out FILE.png]
+    python -m jaxrl.plot --run-dir DIR --figure rewards [--out FILE.png]
 
-- Each run directory is one curve per tag, against env steps (TensorBoard's step). A run of
-  several members (``train.num_seeds``, ``sweep``) gives one curve per sweep point: the mean
-  over its seeds, with the min-max spread shaded. ``--group`` does the same across the run
-  directories given (seeds trained as separate runs).
-- A curriculum run shades its stages (from ``curriculum/stage``), named from its config.
+- ``curves`` (the default): each run directory is one curve per tag, against env steps
+  (TensorBoard's step). A run of several members (``train.num_seeds``, ``sweep``) gives one
+  curve per sweep point: the mean over its seeds, with the min-max spread shaded. ``--group``
+  does the same across the run directories given (seeds trained as separate runs). A
+  curriculum run shades its stages (from ``curriculum/stage``), named from its config.
+- ``schedule``: a population-based training run (``pbt:``): every member's metric (the first
+  of ``--tags``) and each hyperparameter that differs between members (``hyper/<key>``) as
+  one line per member, with every PBT copy marked where it happened (a dot on the child's
+  line, labelled with the parent it copied) and each PBT event a dotted vertical line.
+- ``rewards``: the reward breakdown of an env that reports ``info["reward_terms"]``: each
+  term's per-episode sum (``rollout/reward/<term>``) stacked over training, positive terms
+  up and negative ones down, one panel per member (a sweep point's seeds averaged).
 - Bad input (a missing run directory, a directory with no events, an unknown tag) ends with
   one line on stderr and exit status 2.
 """
@@ -26,6 +35,12 @@ import yaml
 
 DEFAULT_TAGS = ("rollout/episode_return",)
 STAGE_TAG = "curriculum/stage"
+FIGURES = ("curves", "schedule", "rewards")
+HYPER_PREFIX = "hyper/"  # a member's hyperparameter values (PBT runs)
+REPLACED_TAG = "pbt/replaced"  # copies a member received during a chunk
+PARENT_TAG = "pbt/parent"  # the member it last copied
+EVENTS_TAG = "pbt/events"  # PBT events during a chunk (the same for every member)
+REWARD_PREFIX = "rollout/reward/"  # per-episode sums of each reward term
 _SEED_SUFFIX = re.compile(r"(^|-)seed\d+$")
 
 
@@ -167,11 +182,7 @@ def draw(
     stage_labels: Sequence[str] = (),
 ) -> None:
     """One subplot per tag: mean lines, min-max bands, curriculum stages shaded."""
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
+    plt = _pyplot()
     fig, axes = plt.subplots(len(curves), 1, figsize=(8, 3.2 * len(curves)), squeeze=False)
     for ax, (tag, lines) in zip(axes[:, 0], curves.items(), strict=True):
         if stages is not None:
@@ -212,6 +223,167 @@ def _shade_stages(ax, stages: Series, names: Sequence[str]) -> None:
         )
 
 
+# ---- PBT schedules ---------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    """What the schedule figure of a PBT run shows."""
+
+    metric: str  # the ranking metric drawn in the top panel
+    members: dict[str, dict[str, Series]]  # member name -> {tag: Series}
+    hyper_tags: tuple[str, ...]  # hyper/<key> tags that differ between members or over time
+    copies: dict[str, list[tuple[int, int]]]  # member -> [(env step, parent index)], in order
+    events: np.ndarray  # [E] env steps of the chunks in which PBT fired
+
+
+def schedule_of(run_dir: Path, metric: str) -> Schedule:
+    """The members' metric, hyperparameters and PBT copies of a PBT run."""
+    members = {m: read_scalars(p) for m, p in event_dirs(run_dir).items()}
+    if len(members) < 2 or not all(REPLACED_TAG in series for series in members.values()):
+        raise PlotError(
+            f"--figure schedule: {run_dir} is not a PBT run (its members log no {REPLACED_TAG})"
+        )
+    for member, series in members.items():
+        _require_tag(metric, series, run_dir / member)
+    first = next(iter(members.values()))
+    hyper_tags = tuple(
+        tag
+        for tag in sorted(first)
+        if tag.startswith(HYPER_PREFIX)
+        and len({v for series in members.values() for v in series[tag].values.tolist()}) > 1
+    )
+    copies = {}
+    for member, series in members.items():
+        replaced, parents = series[REPLACED_TAG], series[PARENT_TAG]
+        copies[member] = [
+            (int(step), int(np.interp(step, parents.steps, parents.values)))
+            for step, count in zip(replaced.steps, replaced.values, strict=True)
+            if count > 0
+        ]
+    events = first.get(EVENTS_TAG)
+    steps = events.steps[events.values > 0] if events is not None else np.zeros(0, np.int64)
+    return Schedule(
+        metric=metric, members=members, hyper_tags=hyper_tags, copies=copies, events=steps
+    )
+
+
+def draw_schedule(schedule: Schedule, out: Path) -> None:
+    """The metric, then one panel per hyperparameter; a line per member, copies marked."""
+    plt = _pyplot()
+    tags = (schedule.metric, *schedule.hyper_tags)
+    fig, axes = plt.subplots(
+        len(tags), 1, figsize=(9, 2.6 * len(tags) + 0.6), sharex=True, squeeze=False
+    )
+    colors = plt.get_cmap("tab10" if len(schedule.members) <= 10 else "tab20")
+    for i, (member, series) in enumerate(schedule.members.items()):
+        color = colors(i % colors.N)
+        for ax, tag in zip(axes[:, 0], tags, strict=True):
+            line = series[tag]
+            if tag == schedule.metric:
+                ax.plot(line.steps, line.values, color=color, lw=1.3, label=f"{i}: {member}")
+            else:  # a value logged at a chunk's end held since the chunk began
+                ax.step(line.steps, line.values, where="pre", color=color, lw=1.3)
+            for step, parent in schedule.copies[member]:
+                value = np.interp(step, line.steps, line.values)
+                ax.plot([step], [value], "o", color=color, ms=5, mec="black", mew=0.6)
+                if tag == schedule.metric:
+                    ax.annotate(f"<-{parent}", (step, value), fontsize=6, xytext=(3, 3),
+                                textcoords="offset points")  # fmt: skip
+    for ax, tag in zip(axes[:, 0], tags, strict=True):
+        for step in schedule.events:
+            ax.axvline(step, color="grey", ls=":", lw=0.8)
+        values = np.concatenate([s[tag].values for s in schedule.members.values()])
+        if tag != schedule.metric and values.min() > 0 and values.max() / values.min() > 20:
+            ax.set_yscale("log")
+        ax.set_ylabel(tag.removeprefix(HYPER_PREFIX), fontsize=8)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7, loc="best", ncol=2)
+    axes[0, 0].set_title(
+        "PBT: dots mark a member copying another (<-parent); dotted lines, PBT events",
+        fontsize=9,
+    )
+    axes[-1, 0].set_xlabel("env steps")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+# ---- reward breakdown ------------------------------------------------------------------
+
+
+def reward_breakdown(run_dir: Path) -> dict[str, dict[str, Curve]]:
+    """``{panel: {term: curve}}``: each reward term's per-episode sum, one panel per member
+    (a sweep point's seeds averaged into one)."""
+    members = {m: read_scalars(p) for m, p in event_dirs(run_dir).items()}
+    terms = sorted(
+        tag.removeprefix(REWARD_PREFIX)
+        for tag in next(iter(members.values()))
+        if tag.startswith(REWARD_PREFIX)
+    )
+    if not terms:
+        raise PlotError(
+            f"--figure rewards: {run_dir} logs no {REWARD_PREFIX}<term> (its env reports no "
+            "info['reward_terms'])"
+        )
+    points: dict[str, list[dict[str, Series]]] = {}
+    for member, series in members.items():
+        points.setdefault(point_of(member) or run_dir.name, []).append(series)
+    return {
+        point: {
+            term: combine(term, [_require_tag(REWARD_PREFIX + term, s, run_dir) for s in runs])
+            for term in terms
+        }
+        for point, runs in points.items()
+    }
+
+
+def draw_rewards(breakdown: dict[str, dict[str, Curve]], out: Path) -> None:
+    """One panel per member: the terms stacked (positive up, negative down), their sum a line."""
+    plt = _pyplot()
+    count = len(breakdown)
+    columns = min(count, 3)
+    rows = -(-count // columns)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(4.6 * columns, 3.2 * rows + 0.8), squeeze=False, sharey=True
+    )
+    terms = list(next(iter(breakdown.values())))
+    colors = plt.get_cmap("tab10" if len(terms) <= 10 else "tab20")
+    for ax, (point, curves) in zip(axes.flat, breakdown.items(), strict=False):
+        steps = curves[terms[0]].steps
+        up = np.zeros(len(steps))
+        down = np.zeros(len(steps))
+        for i, term in enumerate(terms):
+            mean = np.interp(steps, curves[term].steps, curves[term].mean)
+            positive, negative = np.maximum(mean, 0.0), np.minimum(mean, 0.0)
+            color = colors(i % colors.N)
+            ax.fill_between(steps, up, up + positive, color=color, lw=0, label=term)
+            ax.fill_between(steps, down + negative, down, color=color, lw=0)
+            up, down = up + positive, down + negative
+        ax.plot(steps, up + down, color="black", lw=1.2, label="sum")
+        ax.axhline(0.0, color="black", lw=0.5)
+        ax.set_title(point, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.set_xlabel("env steps")
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    axes[0, 0].set_ylabel("reward per episode")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=8)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _pyplot():
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m jaxrl.plot``."""
     parser = argparse.ArgumentParser(
@@ -227,6 +399,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--group", action="store_true", help="one mean curve over all run directories"
     )
+    parser.add_argument(
+        "--figure",
+        choices=FIGURES,
+        default="curves",
+        help="curves (default), schedule (a PBT run: members, hyperparameters, copies) or "
+        "rewards (each reward term stacked, one panel per member)",
+    )
     parser.add_argument("--out", default="curves.png", help="PNG path (default %(default)s)")
     args = parser.parse_args(argv)
     try:
@@ -237,10 +416,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not tags:
             raise PlotError("--tags: give at least one tag")
         labels = [x.strip() for x in args.labels.split(",")] if args.labels else None
-        curves, stages, names = curves_for(
-            [Path(d) for d in args.run_dir], tags, labels, args.group
-        )
-        draw(curves, out, stages, names)
+        run_dirs = [Path(d) for d in args.run_dir]
+        if args.figure != "curves" and len(run_dirs) != 1:
+            raise PlotError(f"--figure {args.figure}: give one --run-dir, got {len(run_dirs)}")
+        if args.figure == "schedule":
+            draw_schedule(schedule_of(run_dirs[0], tags[0]), out)
+        elif args.figure == "rewards":
+            draw_rewards(reward_breakdown(run_dirs[0]), out)
+        else:
+            curves, stages, names = curves_for(run_dirs, tags, labels, args.group)
+            draw(curves, out, stages, names)
     except PlotError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
