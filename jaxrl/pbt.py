@@ -435,6 +435,7 @@ def population_step(
     ran: jax.Array,
     packed: Scalar,
     axis: str | None = None,
+    replica_axis: str | None = None,
 ) -> tuple[PBTState, Any, dict[str, Scalar]]:
     """PBT after one update of every member: smooth, and every ``every_updates`` updates
     exploit and explore (in a ``lax.cond``: the same compiled program whether it fires or not).
@@ -445,12 +446,19 @@ def population_step(
       ran: bool [R_local], the member trained in this update (not past its end or stopped).
       packed: Scalar [R_local, M], the update's packed metrics (:func:`jaxrl.metrics.pack`).
       axis: the mesh axis of the member dimension (None: not sharded).
+      replica_axis: a mesh axis the members are replicated over (the env batch's, when the
+        envs are sharded): the ranking metrics are averaged over it (weighted), so every
+        replica makes the same decision even from a metric a device computes on its own.
 
     Returns:
       ``(state, runner, metrics)``, metrics ``{tag: Scalar [R_local]}`` as :func:`metric_specs`.
     """
     index = jnp.asarray(spec.metric_index)
     values, weights = packed.value[:, index], packed.weight[:, index]
+    if replica_axis is not None:  # the weighted mean over replicas: the same on every one
+        total = jax.lax.psum(values * weights, replica_axis)
+        weights = jax.lax.psum(weights, replica_axis)
+        values = total / jnp.maximum(weights, 1e-30)
     valid = (weights > 0) & ran[:, None]
     state = state.replace(
         smoothed=jax.vmap(lambda s, v, ok: push(spec, s, v, ok))(state.smoothed, values, valid)

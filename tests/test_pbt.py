@@ -358,34 +358,61 @@ def test_keys_are_a_stream_of_their_own_per_member():
 
 
 def _sharded_matches_unsharded() -> None:
-    """Run in a subprocess with 2 CPU devices: the members split 4 + 4 over a mesh axis."""
+    """Run in a subprocess with 2 CPU devices: the members split 2 + 2 over a mesh axis, then
+    replicated on both devices with each device's own metrics."""
     from jax.sharding import Mesh
     from jax.sharding import PartitionSpec as P
 
     assert jax.device_count() == 2
-    spec = _spec(members=8)
-    runner = _population(members=8)
-    state = pbt.init_population(spec, list(range(8)))
-    packed = _packed([3.0, -2.0, 5.0, 1.0, 0.5, 7.0, -4.0, 2.0])
-    expected = jax.jit(lambda s, r, p: _step(spec, s, r, p))(state, runner, packed)
+    runner = _population()
+    state = pbt.init_population(SPEC, [0, 1, 2, 3])
+    packed = _packed([3.0, -2.0, 5.0, 1.0])  # member 1 (device 0) copies 2 (device 1)
+    expected = step4(state, runner, packed)
 
     def sharded(state, runner, packed):
         ran = jnp.ones(runner.update_step.shape, bool)
-        return pbt.population_step(spec, state, runner, ran, packed, axis="members")
+        return pbt.population_step(SPEC, state, runner, ran, packed, axis="members")
 
     mesh = Mesh(np.asarray(jax.devices()), ("members",))
     step = jax.shard_map(
         sharded, mesh=mesh, in_specs=P("members"), out_specs=P("members"), check_vma=False
     )
     got = jax.jit(step)(state, runner, packed)
-    replaced = np.asarray(expected[2]["pbt/replaced"].value)
-    assert replaced.sum() == 2, replaced  # n = 2 of 8, across the two devices' halves
+    np.testing.assert_array_equal(expected[2]["pbt/parent"].value, [0, 2, 2, 3])
     chex.assert_trees_all_equal(
-        jax.tree.map(lambda x: x, (got[0].replace(key=None), got[1].replace(key=None), got[2])),
+        (got[0].replace(key=None), got[1].replace(key=None), got[2]),
         (expected[0].replace(key=None), expected[1].replace(key=None), expected[2]),
     )
     for a, b in ((got[0].key, expected[0].key), (got[1].key, expected[1].key)):
         np.testing.assert_array_equal(jax.random.key_data(a), jax.random.key_data(b))
+
+    # Members replicated, envs sharded: each device reports its own returns (weights 1 and 3);
+    # both rank on the weighted mean and make the decision one device makes from it.
+    local = jnp.stack([_packed([1.0, 5.0, 3.0, -1.0]).value, _packed([5.0, 1.0, 3.0, 0.0]).value])
+    weights = jnp.stack([jnp.ones((4, 3)), jnp.full((4, 3), 3.0)])
+
+    def replicated(state, runner, values, weights):
+        packed = Scalar(value=values[0], weight=weights[0])
+        out = pbt.population_step(
+            SPEC, state, runner, jnp.ones(4, bool), packed, replica_axis="members"
+        )
+        return jax.tree.map(lambda x: x[None], out)  # a leading device axis to compare
+
+    step = jax.shard_map(
+        replicated,
+        mesh=mesh,
+        in_specs=(P(), P(), P("members"), P("members")),
+        out_specs=P("members"),
+        check_vma=False,
+    )
+    both = jax.jit(step)(state, runner, local, weights)
+    mean = (local[0] * 1.0 + local[1] * 3.0) / 4.0  # returns 4, 2, 3, -0.25: 3 copies 0
+    one = step4(state, runner, Scalar(value=mean, weight=weights[1] + weights[0]))
+    for device in range(2):
+        mine = jax.tree.map(lambda x, d=device: x[d], both)
+        np.testing.assert_array_equal(mine[2]["pbt/parent"].value, [0, 1, 2, 0])
+        chex.assert_trees_all_equal(mine[1].params, one[1].params)
+        chex.assert_trees_all_equal(mine[1].hyper, one[1].hyper)
     print("sharded population OK")
 
 
