@@ -27,7 +27,14 @@ from flax import struct
 
 from envs.params import flatten, get_path, replace_path
 from jaxrl.config import SWITCHABLE, CurriculumConfig
-from jaxrl.features import Feature, FeatureOutput, UpdateResult, masked_sums, set_rows
+from jaxrl.features import (
+    BuildContext,
+    Feature,
+    FeatureOutput,
+    UpdateResult,
+    masked_sums,
+    set_rows,
+)
 from jaxrl.layout import Layout
 from jaxrl.match import MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar
@@ -278,9 +285,10 @@ class Curriculum(Feature):
         return [f"curriculum   {line}"]
 
 
-def make_curriculum(config, layout: Layout, base_params: Any) -> Curriculum | None:
-    """The curriculum feature of ``config`` (None without stages)."""
-    spec = make_spec(config.curriculum, base_params)
+def make_curriculum(context: BuildContext) -> Curriculum | None:
+    """The curriculum feature of the run (None without stages)."""
+    config, layout = context.config, context.layout
+    spec = make_spec(config.curriculum, context.env_params)
     if spec is None:
         return None
     return Curriculum(

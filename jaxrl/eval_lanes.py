@@ -26,7 +26,7 @@ from flax import struct
 import envs
 from jaxrl.config import EvaluationConfig
 from jaxrl.elo import elo_from_score
-from jaxrl.features import Feature, FeatureOutput, UpdateResult, set_rows
+from jaxrl.features import BuildContext, Feature, FeatureOutput, UpdateResult, set_rows
 from jaxrl.layout import Layout, sum_over_devices
 from jaxrl.match import MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar
@@ -143,8 +143,10 @@ class EvalLanes(Feature):
         ]
 
 
-def make_eval_lanes(config, layout: Layout, base_params: Any, outcome_names) -> EvalLanes | None:
-    """The evaluation-lane feature of ``config`` (None without lanes)."""
+def make_eval_lanes(context: BuildContext) -> EvalLanes | None:
+    """The evaluation-lane feature of the run (None without lanes)."""
+    config, layout = context.config, context.layout
+    base_params, outcome_names = context.env_params, context.outcome_names
     if not config.evaluation.lanes:
         return None
     per_env = []

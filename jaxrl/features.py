@@ -7,7 +7,9 @@ update at two points and owns everything it needs:
   carried through the compiled chunk and is saved as its own checkpoint item ``name``;
 - **plan**: before the rollout, ``plan(state, plan)`` edits the :class:`MatchPlan` the
   update plays under (env params per env, opponents, sides, per-env feature switches);
-  features run in order, each on the previous one's plan;
+  features run one after another, each on the previous one's plan, in the order that
+  :func:`order_features` derives from what each declares it must follow (``after``: e.g.
+  self-play reads the switches the curriculum writes, so it declares ``("curriculum",)``);
 - **update**: after the PPO update, ``after_update(state, result)`` reads what happened
   (:class:`UpdateResult`) and returns its new state, its metrics and whether every env
   must start afresh under the next plan;
@@ -22,6 +24,8 @@ The train step knows none of the features by name: it folds ``plan`` over them, 
 from __future__ import annotations
 
 import abc
+import dataclasses
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import jax
@@ -34,13 +38,25 @@ from jaxrl.metrics import MetricSpec, Scalar
 from jaxrl.types import EpisodeSums, RunningStats
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class BuildContext:
+    """What a feature's builder may read to decide whether and how it runs (static)."""
+
+    config: Any  # the run's Config
+    layout: Any  # jaxrl.layout.Layout of one device
+    env: Any  # the wrapped env
+    env_params: Any  # its base EnvParams
+    outcome_names: tuple[str, ...]  # keys of the env's info["episode_outcome"]
+
+
 class UpdateResult(struct.PyTreeNode):
     """What a feature sees of one update (data-parallel: this device's envs, global rest)."""
 
     params: Any  # the learner's params after the update
     obs_stats: RunningStats  # the learner's normaliser after the rollout
     sums: EpisodeSums  # [N] episodes that ended during the rollout, per env of this device
-    slot_results: Any  # [K + 1, 3] pure pool matches per slot, all devices, or None
+    tally: Any  # the match step's tally summed over the rollout and all devices (the league's
+    #             LeagueTally with pool lanes), or None
     plan: MatchPlan  # the plan the rollout played under
     update_step: jax.Array  # () int32, updates done including this one
 
@@ -62,6 +78,8 @@ class Feature(abc.ABC):
 
     name: ClassVar[str]
     resets: ClassVar[bool] = False  # after_update may ask for every env to start afresh
+    # Features whose plan edits this one reads: if configured, they plan (and update) first.
+    after: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def init(self, params: Any, obs_stats: RunningStats) -> Any:
@@ -84,6 +102,36 @@ class Feature(abc.ABC):
         """Lines for the run summary (default: none)."""
         del state
         return []
+
+
+def order_features(features: Sequence[Feature]) -> tuple[Feature, ...]:
+    """``features`` in an order where each comes after those it declares in ``after``.
+
+    Among features free to go, the earlier in ``features`` goes first, so the order is
+    deterministic (it fixes the order of the metrics too). A declared feature that is not
+    configured constrains nothing.
+
+    Raises:
+      ValueError: two features of one name, or the declarations form a cycle.
+    """
+    names = [feature.name for feature in features]
+    if len(set(names)) != len(names):
+        raise ValueError(f"features of the same name: {names}")
+    waiting = list(features)
+    ordered: list[Feature] = []
+    while waiting:
+        placed = {feature.name for feature in ordered}
+        ready = [
+            feature
+            for feature in waiting
+            if all(dep in placed or dep not in names for dep in feature.after)
+        ]
+        if not ready:
+            cycle = {feature.name: feature.after for feature in waiting}
+            raise ValueError(f"features declare a cycle in their order: {cycle}")
+        ordered.append(ready[0])
+        waiting.remove(ready[0])
+    return tuple(ordered)
 
 
 def masked_sums(sums: EpisodeSums, mask: jax.Array, axis: str | None = None) -> EpisodeSums:

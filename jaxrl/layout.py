@@ -3,15 +3,9 @@
 The trainer steps ``total_envs`` envs in one vmapped call. The first ``num_envs`` are the
 training envs; the evaluation lanes follow (they act with the learner but never train it).
 In a two-team env (``num_teams == 2``) the learner drives one team of every env and an
-opponent drives the other. With self-play configured, the training envs are cut into fixed
-opponent groups, in this order::
-
-    [0, latest)                      the current policy (batched with the learner's pass)
-    [latest, latest + rule)          the env's RulePolicy
-    [pool_start, pool_start + L*n)   L pool lanes of n envs; each lane plays one snapshot
-
-Groups are static, so every opponent's forward pass runs on a static slice with its own
-params: there is no per-env copy of params, and changing who is in the pool never retraces.
+opponent drives the other. With self-play configured, the training envs are cut into the
+league's opponent groups (current policy, RulePolicy, pool lanes): the layout stores their
+sizes, which :func:`jaxrl.league.groups.group_sizes` computes and :mod:`jaxrl.league` reads.
 Without self-play every env's opponent is the scripted policy its env params name.
 
 Data-parallel over ``D`` devices, every size here is per device: device ``d`` steps the
@@ -24,6 +18,7 @@ excepted: each device shuffles its own rows).
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +36,7 @@ class Layout:
     num_agents: int  # agent slots per env reported by the env (both teams for two-team envs)
     two_team: bool  # the env has two teams; the learner drives one of them
     team_size: int  # slots per team (two-team envs), else num_agents
+    # The league's opponent groups (jaxrl.league.groups; all 0 without self-play).
     latest_envs: int  # training envs playing the current policy
     rule_envs: int  # training envs playing the RulePolicy
     pool_lanes: int  # lanes of envs playing pool snapshots
@@ -85,36 +81,28 @@ class Layout:
         return np.repeat(np.arange(len(self.eval_lane_envs)), self.eval_lane_envs).astype(np.int32)
 
 
-def make_layout(config: Config, env, devices: int = 1) -> Layout:
+def make_layout(config: Config, env, groups: Any, devices: int = 1) -> Layout:
     """The per-device layout of ``config`` for the (wrapped) ``env`` on ``devices`` devices.
 
-    Sizes are checked by the config (they divide over the devices).
+    ``groups``: the league's opponent group sizes on one device (a
+    :class:`jaxrl.league.groups.GroupSizes`, all 0 without self-play). Sizes are checked by
+    the config (they divide over the devices).
     """
     num_agents = int(getattr(env, "num_agents", 1))
     two_team = int(getattr(env, "num_teams", 1)) == 2
     team_size = int(getattr(env, "team_size", num_agents)) if two_team else num_agents
-    sp = config.selfplay
-    num_envs = config.env.num_envs // devices
-    if sp.pool_size > 0:
-        latest = round(sp.latest_fraction * num_envs)
-        rule = round(sp.rule_fraction * num_envs)
-        pool = num_envs - latest - rule
-        lanes = sp.lanes if pool > 0 else 0
-        lane_envs = pool // sp.lanes if pool > 0 else 0
-    else:
-        latest = rule = lanes = lane_envs = 0
     eval_lanes = tuple(lane.envs // devices for lane in config.evaluation.lanes)
     return Layout(
-        num_envs=num_envs,
+        num_envs=config.env.num_envs // devices,
         eval_lane_envs=eval_lanes,
         num_agents=num_agents,
         two_team=two_team,
         team_size=team_size,
-        latest_envs=latest,
-        rule_envs=rule,
-        pool_lanes=lanes,
-        lane_envs=lane_envs,
-        pool_size=sp.pool_size,
+        latest_envs=groups.latest_envs,
+        rule_envs=groups.rule_envs,
+        pool_lanes=groups.pool_lanes,
+        lane_envs=groups.lane_envs,
+        pool_size=groups.pool_size,
         per_env_params=bool(eval_lanes) or config.curriculum.replay > 0,
         devices=devices,
         axis=DATA_AXIS if devices > 1 else None,

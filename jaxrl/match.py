@@ -16,14 +16,16 @@ actors) and an opponent drives the other team. Who the opponent is, per env, is 
   ``opponent_skill`` of the env's ``EnvParams``, e.g. a curriculum stage's RulePolicy);
 - a scripted kind of the env (``env.scripted_kinds``, e.g. ``{"idle": 0, "rule": 1,
   "random": 2}``) at full skill;
-- ``NETWORK``: the current policy for the layout's ``latest`` envs (computed in the
+- ``NETWORK``: the current policy for the league's ``latest`` envs (computed in the
   learner's own forward pass), a pool snapshot for the pool lanes (one vmapped pass over
-  lanes, each with its snapshot's params and normaliser).
+  lanes, each with its snapshot's params and normaliser); see :mod:`jaxrl.league.lanes`.
 
 Both teams see the same mirrored egocentric observation, so any policy plays either side.
-A pool lane draws its snapshot from ``plan.lane_probs`` when every env of the lane has
-started a new match since the last draw (matches of equal length keep a lane in step), and
-a match counts in the per-snapshot results only if one snapshot played all of it.
+
+A two-team step is four small pure functions: :func:`learner_pass` (the learner's rows and
+the current-policy opponents' rows in one forward pass), :func:`opponent_actions` (scripted
+and network opponents), :func:`step_envs` (one vmapped env step) and
+:func:`league_bookkeeping` (the pool lanes' results and next draws).
 """
 
 from __future__ import annotations
@@ -38,10 +40,11 @@ from flax import struct
 
 from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act
 from jaxrl.layout import Layout, shard_rows
+from jaxrl.league import lanes as league_lanes
+from jaxrl.league.lanes import RESULT_NAMES, LaneCarry, LeagueTally
 
 FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
 NETWORK = -2  # opponent (or learner) kind: a network
-RESULT_NAMES = ("win", "draw", "loss")  # outcomes a two-team env reports for pool results
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,10 +117,7 @@ class OpponentCarry(struct.PyTreeNode):
     obs: jax.Array  # [N * S, *obs_shape] raw observations of the opponent rows
     is_first: jax.Array  # [N * S] bool, the row's policy starts afresh (new match or opponent)
     hidden_latest: Any  # [latest * S, ...] carry of the current-policy opponents
-    hidden_lanes: Any  # [L, n * S, ...] carry of the pool-lane opponents
-    lane_slot: jax.Array  # [L] int32, pool slot each lane plays (K = the current policy)
-    fresh: jax.Array  # [L, n] bool, env began a match since its lane's last draw
-    pure: jax.Array  # [L, n] bool, the env's match so far was played by one pool slot
+    lanes: LaneCarry  # the pool lanes: hidden states, slots, draw bookkeeping
 
 
 class MatchCarry(struct.PyTreeNode):
@@ -145,7 +145,7 @@ class MatchRecord(struct.PyTreeNode):
     episode_return: jax.Array  # [N * A] float32, return of the row's episode (valid where done)
     episode_length: jax.Array  # [N] int32 (valid where done)
     outcome: dict  # {name: [N] float32} the learner team's episode outcome (valid where done)
-    slot_results: Any  # [K + 1, 3] float32 pure pool matches that ended: learner W/D/L
+    tally: Any  # the league's count of this step (LeagueTally, pool lanes), or None
 
 
 # ----------------------------------------------------------------------------- rows
@@ -229,18 +229,11 @@ def start_matches(
         )
     side = draw_sides(layout, plan, key_side)
     size = layout.team_size
-    lanes, lane_envs = layout.pool_lanes, layout.lane_envs
     opponent = OpponentCarry(
         obs=_rows(team_rows(obs, side, own=False)),
         is_first=jnp.ones((num_envs * size,), bool),
         hidden_latest=policy_hidden(layout.latest_envs * size),
-        hidden_lanes=jax.tree.map(
-            lambda h: jnp.broadcast_to(h, (lanes,) + h.shape),
-            policy_hidden(lane_envs * size),
-        ),
-        lane_slot=jnp.full((lanes,), layout.pool_size, jnp.int32),
-        fresh=jnp.zeros((lanes, lane_envs), bool),
-        pure=jnp.ones((lanes, lane_envs), bool),
+        lanes=league_lanes.start_lanes(layout, policy_hidden),
     )
     return MatchCarry(
         env_state=env_state,
@@ -301,6 +294,37 @@ def match_step(
     return _single_team_step(spec, learner, plan, carry, keys)
 
 
+class EnvStep(struct.PyTreeNode):
+    """One vmapped env step of every env (``[N, A, ...]`` leaves: every agent slot)."""
+
+    obs: jax.Array  # [N, (A,) *obs_shape] next observations (post-reset where done)
+    env_state: Any  # [N] env state
+    reward: jax.Array  # [N, (A)]
+    terminated: jax.Array  # [N] bool
+    truncated: jax.Array  # [N] bool, cut by a time limit and not terminated
+    done: jax.Array  # [N] bool, the episode (match) ended
+    info: dict  # the env's info, [N, ...] leaves
+
+
+def step_envs(
+    spec: MatchSpec, plan: MatchPlan, env_state: Any, actions: jax.Array, keys: jax.Array
+) -> EnvStep:
+    """Every env steps once on ``actions`` (auto-reset), each with its ``keys [N]`` key."""
+    params_axis = 0 if spec.layout.per_env_params else None
+    obs, env_state, reward, terminated, truncated, info = jax.vmap(
+        spec.env.step, in_axes=(0, 0, 0, params_axis)
+    )(keys, env_state, actions, plan.env_params)
+    return EnvStep(
+        obs=obs,
+        env_state=env_state,
+        reward=reward,
+        terminated=terminated,
+        truncated=jnp.logical_and(truncated, jnp.logical_not(terminated)),
+        done=jnp.logical_or(terminated, truncated),
+        info=info,
+    )
+
+
 def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     layout = spec.layout
     out = act(
@@ -318,12 +342,8 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     action = out.action
     if layout.num_agents > 1:
         action = _env_major(action, layout.num_agents)
-    params_axis = 0 if layout.per_env_params else None
-    obs, env_state, reward, terminated, truncated, info = jax.vmap(
-        spec.env.step, in_axes=(0, 0, 0, params_axis)
-    )(keys.env, carry.env_state, action, plan.env_params)
-    done = jnp.logical_or(terminated, truncated)
-    truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
+    step = step_envs(spec, plan, carry.env_state, action, keys.env)
+    info = step.info
     mask = None
     if layout.num_agents > 1:
         mask = (
@@ -335,24 +355,24 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     record = MatchRecord(
         act=out,
         is_first=carry.is_first,
-        reward=per_actor(layout, reward, per_agent=True).astype(jnp.float32),
-        terminated=per_actor(layout, terminated, per_agent=False),
-        truncated=per_actor(layout, truncated, per_agent=False),
+        reward=per_actor(layout, step.reward, per_agent=True).astype(jnp.float32),
+        terminated=per_actor(layout, step.terminated, per_agent=False),
+        truncated=per_actor(layout, step.truncated, per_agent=False),
         final_obs=per_actor(layout, info["final_observation"], per_agent=True),
         mask=mask,
-        done=done,
+        done=step.done,
         episode_return=per_actor(layout, returns, per_agent=returns.ndim > 1),
         episode_length=info["episode_length"],
         outcome={
             name: (value[:, 0] if value.ndim > 1 else value).astype(jnp.float32)
             for name, value in info.get("episode_outcome", {}).items()
         },
-        slot_results=None,
+        tally=None,
     )
     new_carry = MatchCarry(
-        env_state=env_state,
-        obs=per_actor(layout, obs, per_agent=True),
-        is_first=per_actor(layout, done, per_agent=False),
+        env_state=step.env_state,
+        obs=per_actor(layout, step.obs, per_agent=True),
+        is_first=per_actor(layout, step.done, per_agent=False),
         hidden=out.hidden,
         side=carry.side,
         opponent=None,
@@ -360,15 +380,19 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     return new_carry, record
 
 
-def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
-    layout = spec.layout
-    size = layout.team_size
-    num_envs = layout.total_envs
-    opp = carry.opponent
-    latest_rows = layout.latest_envs * size
-    learner_rows = num_envs * size
+def learner_pass(
+    spec: MatchSpec, learner: PolicyParams, carry: MatchCarry, key: jax.Array
+) -> tuple[ActOutput, ActOutput | None]:
+    """The learner's rows and the current-policy opponents' rows: one forward pass.
 
-    # The learner's rows and the current-policy opponents' rows: one forward pass.
+    Returns:
+      ``(mine, latest)``: the learner's ``[N * S]`` rows, and the ``[latest * S]`` rows of
+      the league's current-policy opponents (None without that group).
+    """
+    layout = spec.layout
+    opp = carry.opponent
+    latest_rows = layout.latest_envs * layout.team_size
+    learner_rows = layout.total_envs * layout.team_size
     rows, hidden, first = carry.obs, carry.hidden, carry.is_first
     if latest_rows:
         rows = jnp.concatenate([rows, opp.obs[:latest_rows]])
@@ -380,154 +404,189 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         hidden,
         rows,
         first,
-        keys.learner,
+        key,
         _learner_deterministic(spec, latest_rows),
         layout.axis,
         layout.devices,
     )
     mine = jax.tree.map(lambda x: x[:learner_rows], out)
-    learner_action = _env_major(mine.action, size)  # [N, S]
-    if plan.learner_kind is not None:  # tournaments: a scripted player on the learner's side
-        scripted_mine = _scripted(
-            spec,
-            plan.learner_kind,
-            jnp.ones((num_envs,), jnp.float32),
-            _env_major(carry.obs, size),
-            keys.mine,
-        )
-        learner_action = jnp.where(
-            (plan.learner_kind == NETWORK)[:, None], learner_action, scripted_mine
-        )
+    if not latest_rows:
+        return mine, None
+    return mine, jax.tree.map(lambda x: x[learner_rows:], out)
 
-    # Opponents: scripted for every env (cheap), networks on their static slices.
+
+def learner_actions(
+    spec: MatchSpec, plan: MatchPlan, mine: ActOutput, carry: MatchCarry, keys: StepKeys
+) -> jax.Array:
+    """[N, S] actions of the learner's team: the network's, or a scripted player's where the
+    plan's ``learner_kind`` names one (tournaments)."""
+    size = spec.layout.team_size
+    action = _env_major(mine.action, size)
+    if plan.learner_kind is None:
+        return action
+    num_envs = spec.layout.total_envs
+    scripted = _scripted(
+        spec,
+        plan.learner_kind,
+        jnp.ones((num_envs,), jnp.float32),
+        _env_major(carry.obs, size),
+        keys.mine,
+    )
+    return jnp.where((plan.learner_kind == NETWORK)[:, None], action, scripted)
+
+
+def opponent_kinds(plan: MatchPlan, num_envs: int) -> tuple[jax.Array, jax.Array]:
+    """``(kind [N] int32, skill [N] float32)`` of every env's opponent: the plan's kind, or
+    the env params' kind and skill where the plan says ``FROM_PARAMS``."""
     kind_param = _per_env(plan.env_params.opponent_kind, num_envs)
     skill_param = _per_env(plan.env_params.opponent_skill, num_envs)
     from_params = plan.opponent_kind == FROM_PARAMS
     kind = jnp.where(from_params, kind_param, plan.opponent_kind)
     skill = jnp.where(from_params, skill_param, 1.0).astype(jnp.float32)
-    opp_team_obs = _env_major(opp.obs, size)  # [N, S, D]
-    opponent_action = _scripted(spec, kind, skill, opp_team_obs, keys.scripted)
-    network_pieces = []
-    new_hidden_latest = opp.hidden_latest
-    if latest_rows:
-        latest = jax.tree.map(lambda x: x[learner_rows:], out)
-        new_hidden_latest = latest.hidden
-        network_pieces.append(_env_major(latest.action, size))
-    if layout.rule_envs:
-        network_pieces.append(jnp.zeros((layout.rule_envs, size), jnp.int32))
-    new_hidden_lanes = opp.hidden_lanes
-    if layout.pool_lanes:
-        lanes, lane_envs = layout.pool_lanes, layout.lane_envs
-        start, stop = layout.pool_start * size, (layout.pool_start + lanes * lane_envs) * size
-        lane_policy = jax.tree.map(lambda x: x[opp.lane_slot], plan.pool)  # [L, ...]
-        lane_out = jax.vmap(act, in_axes=(None, 0, 0, 0, 0, 0))(
-            spec.policy,
-            lane_policy,
-            opp.hidden_lanes,
-            opp.obs[start:stop].reshape((lanes, lane_envs * size) + opp.obs.shape[1:]),
-            opp.is_first[start:stop].reshape((lanes, lane_envs * size)),
-            keys.lanes[:lanes],
-        )
-        new_hidden_lanes = lane_out.hidden
-        network_pieces.append(lane_out.action.reshape((lanes * lane_envs, size)))
-    if network_pieces:
-        covered = layout.pool_start + layout.pool_envs
-        network_pieces.append(jnp.zeros((num_envs - covered, size), jnp.int32))
-        network_action = jnp.concatenate(network_pieces)
-        opponent_action = jnp.where((kind == NETWORK)[:, None], network_action, opponent_action)
+    return kind, skill
 
-    # One env step for every env; the learner's team is ``side``.
-    actions = join_teams(learner_action, opponent_action.astype(jnp.int32), carry.side)
-    params_axis = 0 if layout.per_env_params else None
-    obs, env_state, reward, terminated, truncated, info = jax.vmap(
-        spec.env.step, in_axes=(0, 0, 0, params_axis)
-    )(keys.env, carry.env_state, actions, plan.env_params)
-    done = jnp.logical_or(terminated, truncated)  # [N]
-    truncated = jnp.logical_and(truncated, jnp.logical_not(terminated))
+
+def opponent_actions(
+    spec: MatchSpec,
+    plan: MatchPlan,
+    opp: OpponentCarry,
+    latest: ActOutput | None,
+    kind: jax.Array,
+    skill: jax.Array,
+    keys: StepKeys,
+) -> tuple[jax.Array, OpponentCarry]:
+    """[N, S] int32 opponent actions: scripted for every env (cheap), networks on the league's
+    static groups where ``kind`` is ``NETWORK``.
+
+    ``latest``: the current-policy opponents' part of :func:`learner_pass`. Returns the
+    actions and ``opp`` with the networks' new hidden states.
+    """
+    layout = spec.layout
+    size = layout.team_size
+    action = _scripted(spec, kind, skill, _env_major(opp.obs, size), keys.scripted)
+    hidden_latest, lanes = opp.hidden_latest, opp.lanes
+    latest_action = lane_action = None
+    if latest is not None:
+        hidden_latest = latest.hidden
+        latest_action = _env_major(latest.action, size)
+    if layout.pool_lanes:
+        rows = league_lanes.pool_rows(layout)
+        lane_action, lane_hidden = league_lanes.lane_actions(
+            spec.policy,
+            layout,
+            plan.pool,
+            opp.lanes,
+            opp.obs[rows],
+            opp.is_first[rows],
+            keys.lanes[: layout.pool_lanes],
+        )
+        lanes = lanes.replace(hidden=lane_hidden)
+    network = league_lanes.group_actions(layout, layout.total_envs, latest_action, lane_action)
+    if network is not None:
+        action = jnp.where((kind == NETWORK)[:, None], network, action)
+    return action.astype(jnp.int32), opp.replace(hidden_latest=hidden_latest, lanes=lanes)
+
+
+def league_bookkeeping(
+    layout: Layout,
+    plan: MatchPlan,
+    lanes: LaneCarry,
+    done: jax.Array,
+    kind: jax.Array,
+    outcome: dict[str, jax.Array],
+    key: jax.Array,
+) -> tuple[LaneCarry, LeagueTally | None, jax.Array]:
+    """The pool lanes after a step: results of pure matches, then the lanes' next draws.
+
+    Args:
+      layout: the batch.
+      plan: the plan (``lane_probs``).
+      lanes: the lanes' carry (hidden states already advanced).
+      done: ``[N]`` bool, the env's match ended this step.
+      kind: ``[N]`` int32, the opponent kind of each env this step.
+      outcome: ``{name: [N] float32}`` the learner's outcomes.
+      key: the lanes' draw key.
+
+    Returns:
+      ``(lanes, tally, opponent_first [N * S] bool)``: the new carry, this step's tally (None
+      without pool lanes) and which opponent rows start afresh (a new match, or a lane that
+      changed opponent).
+    """
+    first = jnp.repeat(done, layout.team_size)
+    if not layout.pool_lanes:
+        return lanes, None, first
+    count, lane_envs = layout.pool_lanes, layout.lane_envs
+    pool = slice(layout.pool_start, layout.pool_start + layout.pool_envs)
+    pool_done = done[pool].reshape(count, lane_envs)
+    networked = (kind[pool] == NETWORK).reshape(count, lane_envs)
+    pool_outcome = {name: outcome[name][pool].reshape(count, lane_envs) for name in RESULT_NAMES}
+    tally = league_lanes.pure_results(layout, lanes, pool_done, networked, pool_outcome)
+    lanes, switched = league_lanes.redraw_lanes(
+        layout, lanes, pool_done, networked, plan.lane_probs, key
+    )
+    lane_first = jnp.repeat(
+        jnp.broadcast_to(switched[:, None], (count, lane_envs)).reshape(-1), layout.team_size
+    )
+    rows = league_lanes.pool_rows(layout)
+    first = first.at[rows].set(first[rows] | lane_first)
+    return lanes, tally, first
+
+
+def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
+    layout = spec.layout
+    size = layout.team_size
     side = carry.side
-    new_side = jnp.where(done, draw_sides(layout, plan, keys.side), side)
+    mine, latest = learner_pass(spec, learner, carry, keys.learner)
+    learner_action = learner_actions(spec, plan, mine, carry, keys)
+    kind, skill = opponent_kinds(plan, layout.total_envs)
+    opponent_action, opp = opponent_actions(spec, plan, carry.opponent, latest, kind, skill, keys)
+    actions = join_teams(learner_action, opponent_action, side)
+    step = step_envs(spec, plan, carry.env_state, actions, keys.env)
+    new_side = jnp.where(step.done, draw_sides(layout, plan, keys.side), side)
 
     def mine_of(x):  # [N, 2S, ...] of this step -> learner rows [N * S, ...]
         return _rows(team_rows(x, side, own=True))
 
     outcome = {
         name: team_rows(value, side, own=True)[:, 0].astype(jnp.float32)
-        for name, value in info.get("episode_outcome", {}).items()
+        for name, value in step.info.get("episode_outcome", {}).items()
     }
+    lanes, tally, opponent_first = league_bookkeeping(
+        layout, plan, opp.lanes, step.done, kind, outcome, keys.draw
+    )
     repeat = lambda x: jnp.repeat(x, size)  # noqa: E731 - [N] -> [N * S]
-
-    # Pool lanes: results of pure matches, then draws for lanes whose envs all began anew.
-    slot_results = None
-    lane_slot, fresh, pure = opp.lane_slot, opp.fresh, opp.pure
-    opponent_first = repeat(done)
-    if layout.pool_lanes:
-        lanes, lane_envs = layout.pool_lanes, layout.lane_envs
-        pool = slice(layout.pool_start, layout.pool_start + lanes * lane_envs)
-        pool_done = done[pool].reshape(lanes, lane_envs)
-        # Envs of a lane not playing its network (self-play switched off there, e.g. replayed
-        # stages) neither count for the snapshot nor hold up the lane's next draw.
-        networked = (kind[pool] == NETWORK).reshape(lanes, lane_envs)
-        counted = (pool_done & opp.pure & networked).astype(jnp.float32)
-        lane_results = jnp.stack(
-            [
-                (counted * outcome[name][pool].reshape(lanes, lane_envs)).sum(1)
-                for name in RESULT_NAMES
-            ],
-            axis=-1,
-        )  # [L, 3]
-        slot_results = (
-            jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32)
-            .at[opp.lane_slot]
-            .add(lane_results)
-        )
-        fresh = opp.fresh | pool_done | ~networked
-        ready = fresh.all(axis=1)  # [L]
-        drawn = jax.random.categorical(
-            keys.draw, jnp.log(plan.lane_probs), shape=(lanes * layout.devices,)
-        )
-        drawn = shard_rows(drawn, layout.axis, lanes)
-        lane_slot = jnp.where(ready, drawn.astype(jnp.int32), opp.lane_slot)
-        switched = ready & (lane_slot != opp.lane_slot)
-        fresh = jnp.where(ready[:, None], False, fresh)
-        pure = jnp.where(pool_done, True, jnp.where(switched[:, None], False, opp.pure))
-        lane_first = jnp.repeat(
-            jnp.broadcast_to(switched[:, None], (lanes, lane_envs)).reshape(-1), size
-        )
-        opponent_first = opponent_first.at[pool.start * size : pool.stop * size].set(
-            opponent_first[pool.start * size : pool.stop * size] | lane_first
-        )
-
     record = MatchRecord(
         act=mine,
         is_first=carry.is_first,
-        reward=mine_of(reward).astype(jnp.float32),
-        terminated=repeat(terminated),
-        truncated=repeat(truncated),
-        final_obs=mine_of(info["final_observation"]),
-        mask=mine_of(info["agent_mask"]),
-        done=done,
-        episode_return=mine_of(info["episode_return"]),
-        episode_length=info["episode_length"],
+        reward=mine_of(step.reward).astype(jnp.float32),
+        terminated=repeat(step.terminated),
+        truncated=repeat(step.truncated),
+        final_obs=mine_of(step.info["final_observation"]),
+        mask=mine_of(step.info["agent_mask"]),
+        done=step.done,
+        episode_return=mine_of(step.info["episode_return"]),
+        episode_length=step.info["episode_length"],
         outcome=outcome,
-        slot_results=slot_results,
+        tally=tally,
     )
     new_carry = MatchCarry(
-        env_state=env_state,
-        obs=_rows(team_rows(obs, new_side, own=True)),
-        is_first=repeat(done),
+        env_state=step.env_state,
+        obs=_rows(team_rows(step.obs, new_side, own=True)),
+        is_first=repeat(step.done),
         hidden=mine.hidden,
         side=new_side,
-        opponent=OpponentCarry(
-            obs=_rows(team_rows(obs, new_side, own=False)),
+        opponent=opp.replace(
+            obs=_rows(team_rows(step.obs, new_side, own=False)),
             is_first=opponent_first,
-            hidden_latest=new_hidden_latest,
-            hidden_lanes=new_hidden_lanes,
-            lane_slot=lane_slot,
-            fresh=fresh,
-            pure=pure,
+            lanes=lanes,
         ),
     )
     return new_carry, record
+
+
+def empty_tally(spec: MatchSpec) -> LeagueTally | None:
+    """The zero of the ``MatchRecord.tally`` a rollout sums over its steps (None: no league)."""
+    return league_lanes.empty_tally(spec.layout) if spec.layout.two_team else None
 
 
 def idle_plan(layout: Layout, env_params: Any) -> MatchPlan:

@@ -1,9 +1,15 @@
-"""PPO optimisation: epochs of shuffled minibatch steps over one rollout."""
+"""PPO optimisation: epochs of shuffled minibatch steps over one rollout.
+
+The update reads a run through the narrow :class:`UpdateSpec` (network, optimiser, epoch
+and minibatch counts), never the run's whole setup.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
@@ -11,8 +17,18 @@ from flax import struct
 
 from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
 from jaxrl.permutation import permutation
-from jaxrl.setup import Setup
 from jaxrl.types import LossMetrics, RunningStats
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class UpdateSpec:
+    """What the PPO update needs of a run; static, hashed by identity (``eq=False``)."""
+
+    network: nn.Module  # the actor-critic whose params are trained
+    discrete: bool  # categorical (else Gaussian) actions
+    optimizer: optax.GradientTransformation  # unit-rate step; scaled by the traced lr
+    update_epochs: int  # passes over each rollout
+    num_minibatches: int  # minibatches per pass
 
 
 class OptState(struct.PyTreeNode):
@@ -31,7 +47,7 @@ class StepMetrics(struct.PyTreeNode):
 
 
 def minibatch_step(
-    setup: Setup,
+    spec: UpdateSpec,
     hp: LossHyperparams,
     lr: jax.Array,
     state: OptState,
@@ -46,11 +62,11 @@ def minibatch_step(
     """
     grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
     (loss, metrics), grads = grad_fn(
-        state.params, setup.network, batch, hp, setup.discrete, obs_stats
+        state.params, spec.network, batch, hp, spec.discrete, obs_stats
     )
     if hp.axis:
         grads, metrics = jax.lax.psum((grads, metrics), hp.axis)
-    updates, opt_state = setup.optimizer.update(grads, state.opt_state, state.params)
+    updates, opt_state = spec.optimizer.update(grads, state.opt_state, state.params)
     updates = jax.tree.map(lambda u: u * lr, updates)
     params = optax.apply_updates(state.params, updates)
     # apply_if_finite applied zero updates and kept Adam's state if the gradient was not finite.
@@ -83,7 +99,7 @@ def shuffle_minibatches(batch: Minibatch, key: jax.Array, num_minibatches: int) 
 
 
 def update_epochs(
-    setup: Setup,
+    spec: UpdateSpec,
     hp: LossHyperparams,
     lr: jax.Array,
     state: OptState,
@@ -100,14 +116,13 @@ def update_epochs(
 
     Returns the final state and the step metrics stacked ``[epochs, minibatches]``.
     """
-    ppo = setup.config.ppo
     if hp.axis:
         key = jax.random.fold_in(key, jax.lax.axis_index(hp.axis))
-    keys = jax.random.split(key, ppo.update_epochs)
+    keys = jax.random.split(key, spec.update_epochs)
 
     def epoch(carry: OptState, key_perm: jax.Array):
-        minibatches = shuffle_minibatches(batch, key_perm, ppo.num_minibatches)
-        step = lambda s, mb: minibatch_step(setup, hp, lr, s, mb, obs_stats)  # noqa: E731
+        minibatches = shuffle_minibatches(batch, key_perm, spec.num_minibatches)
+        step = lambda s, mb: minibatch_step(spec, hp, lr, s, mb, obs_stats)  # noqa: E731
         return jax.lax.scan(step, carry, minibatches)
 
     return jax.lax.scan(epoch, state, keys)

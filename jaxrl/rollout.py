@@ -5,31 +5,76 @@ core); the hidden state at the start of each chunk is returned, since each train
 sequence re-runs the core from the state it started from. Only the first
 ``layout.num_envs`` envs train; evaluation-lane envs after them act in the same step and
 are reported in the episode sums only.
+
+The rollout reads a run through the narrow :class:`RolloutSpec` (a ``jaxrl.setup.Setup``
+is one); it knows no feature: whatever the match step tallies per step (the league's pool
+results) it sums over the rollout without looking inside.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.acting import PolicyParams, value_of
+from jaxrl.acting import PolicyParams, PolicySpec, value_of
+from jaxrl.layout import Layout
 from jaxrl.match import (
-    RESULT_NAMES,
     MatchCarry,
     MatchPlan,
     MatchRecord,
+    MatchSpec,
+    empty_tally,
     match_step,
     step_keys,
 )
 from jaxrl.normalize import normalize, update_stats
-from jaxrl.setup import Setup
 from jaxrl.types import EpisodeSums, RunningStats, Transition
 
 ENV_STEP_SCOPE = "env_steps"  # named scope of the rollout's loop over env steps
 TRUNCATION_SCOPE = "truncation_value"  # the one conditional of an env step (bench.hlo_audit)
+
+
+class RolloutSpec(Protocol):
+    """What a rollout reads of a run (static)."""
+
+    @property
+    def layout(self) -> Layout:
+        """The env batch (training envs first)."""
+
+    @property
+    def match(self) -> MatchSpec:
+        """The match step's spec."""
+
+    @property
+    def policy(self) -> PolicySpec:
+        """The acting spec (truncation values)."""
+
+    @property
+    def outcome_names(self) -> tuple[str, ...]:
+        """Keys of the env's ``info["episode_outcome"]``."""
+
+    @property
+    def num_steps(self) -> int:
+        """``T``: steps per rollout."""
+
+    @property
+    def rollout_chunk(self) -> int:
+        """Steps per chunk whose start hidden state is kept (``T`` without a core)."""
+
+    @property
+    def normalize_obs(self) -> bool:
+        """The learner normalises observations with running moments."""
+
+    @property
+    def reward_scale(self) -> float:
+        """Training rewards are the env's times this."""
+
+    @property
+    def vmapped_members(self) -> bool:
+        """The step is vmapped over several members (a cond would run both branches)."""
 
 
 class RolloutOutput(struct.PyTreeNode):
@@ -38,7 +83,7 @@ class RolloutOutput(struct.PyTreeNode):
     transitions: Transition  # [T, B] training rows
     start_hidden: Any  # [C, B, ...] learner carry at the start of each chunk of L steps
     sums: EpisodeSums  # [N] finished episodes per env (training and evaluation envs)
-    slot_results: Any  # [K + 1, 3] pure pool matches per slot (learner W/D/L), or None
+    tally: Any  # the match step's per-step tallies summed (the league's), or None
     obs_stats: RunningStats  # the learner's normaliser after the rollout
     step_stats: Any  # RunningStats [T, *obs_shape]: the moments each step acted with, or None
 
@@ -67,16 +112,16 @@ def add_episodes(sums: EpisodeSums, record: MatchRecord, actors_per_env: int) ->
 
 
 def transition_of(
-    setup: Setup, params: Any, obs_stats: RunningStats, obs: jax.Array, record: MatchRecord
+    spec: RolloutSpec, params: Any, obs_stats: RunningStats, obs: jax.Array, record: MatchRecord
 ) -> Transition:
     """The training rows of one match step as a PPO transition.
 
     ``obs``: the training rows' raw observations of the step (the env's dtype), kept as they
     are; the loss normalises them again with the step's moments.
     """
-    rows = setup.layout.num_envs * setup.layout.actors_per_env
+    rows = spec.layout.num_envs * spec.layout.actors_per_env
     train = lambda x: None if x is None else x[:rows]  # noqa: E731
-    enabled = setup.config.env.normalize_obs
+    enabled = spec.normalize_obs
     truncated = record.truncated[:rows]
     hidden = jax.tree.map(lambda h: h[:rows], record.act.hidden)
 
@@ -84,14 +129,14 @@ def transition_of(
     # hidden state of the episode it ends. Time limits are rare, so skip it when unused.
     def final_values():
         return value_of(
-            setup.policy,
+            spec.policy,
             params,
             hidden,
             normalize(obs_stats, record.final_obs[:rows], enabled),
             jnp.zeros_like(truncated),  # the final obs continues the episode that ends
         )
 
-    if setup.members.count > 1:
+    if spec.vmapped_members:
         # vmapped over members a cond runs both branches anyway: compute it.
         final_value = final_values()
     else:
@@ -107,7 +152,7 @@ def transition_of(
         action=record.act.action[:rows],
         log_prob=record.act.log_prob[:rows],
         value=record.act.value[:rows],
-        reward=record.reward[:rows] * setup.config.ppo.reward_scale,
+        reward=record.reward[:rows] * spec.reward_scale,
         terminated=record.terminated[:rows],
         truncated=truncated,
         final_value=jnp.where(truncated, final_value, 0.0),
@@ -116,38 +161,35 @@ def transition_of(
 
 
 def rollout(
-    setup: Setup,
+    spec: RolloutSpec,
     params: Any,
     obs_stats: RunningStats,
     plan: MatchPlan,
     carry: MatchCarry,
     key: jax.Array,
 ) -> tuple[MatchCarry, RolloutOutput]:
-    """``ppo.num_steps`` match steps of every env under ``plan``."""
-    config, layout = setup.config, setup.layout
-    num_steps = config.ppo.num_steps
-    chunk = config.sequence_length if config.network.core != "none" else num_steps
+    """``spec.num_steps`` match steps of every env under ``plan``."""
+    layout = spec.layout
+    num_steps, chunk = spec.num_steps, spec.rollout_chunk
     train_rows = layout.num_envs * layout.actors_per_env
-    enabled = config.env.normalize_obs
+    enabled = spec.normalize_obs
     # Every key of the rollout drawn before the loop (on CPU a split inside the loop body is a
     # loop of its own): [C, L] steps of StepKeys.
-    keys = jax.vmap(lambda k: step_keys(setup.match, k))(jax.random.split(key, num_steps))
+    keys = jax.vmap(lambda k: step_keys(spec.match, k))(jax.random.split(key, num_steps))
     keys = jax.tree.map(lambda k: k.reshape((num_steps // chunk, chunk) + k.shape[1:]), keys)
-    has_pool = layout.pool_lanes > 0
 
     def step(state, step_key):
-        carry, stats, sums, results = state
+        carry, stats, sums, tally = state
         obs = carry.obs[:train_rows]
         if enabled:  # the training rows only: evaluation lanes never change training
             stats = update_stats(stats, obs, layout.axis)
         carry, record = match_step(
-            setup.match, PolicyParams(params=params, obs_stats=stats), plan, carry, step_key
+            spec.match, PolicyParams(params=params, obs_stats=stats), plan, carry, step_key
         )
         sums = add_episodes(sums, record, layout.actors_per_env)
-        if has_pool:
-            results = results + record.slot_results
-        transition = transition_of(setup, params, stats, obs, record)
-        return (carry, stats, sums, results), (transition, stats if enabled else None)
+        tally = jax.tree.map(jnp.add, tally, record.tally)
+        transition = transition_of(spec, params, stats, obs, record)
+        return (carry, stats, sums, tally), (transition, stats if enabled else None)
 
     def run_chunk(state, chunk_keys):
         start_hidden = jax.tree.map(lambda h: h[:train_rows], state[0].hidden)
@@ -156,12 +198,9 @@ def rollout(
             state, (transitions, step_stats) = jax.lax.scan(step, state, chunk_keys)
         return state, (transitions, step_stats, start_hidden)
 
-    sums = EpisodeSums.zeros(layout.total_envs, setup.outcome_names)
-    results = (
-        jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32) if has_pool else None
-    )
-    (carry, stats, sums, results), (transitions, step_stats, start_hidden) = jax.lax.scan(
-        run_chunk, (carry, obs_stats, sums, results), keys
+    sums = EpisodeSums.zeros(layout.total_envs, spec.outcome_names)
+    (carry, stats, sums, tally), (transitions, step_stats, start_hidden) = jax.lax.scan(
+        run_chunk, (carry, obs_stats, sums, empty_tally(spec.match)), keys
     )
     steps_first = lambda x: x.reshape((num_steps,) + x.shape[2:])  # noqa: E731 - [C, L] -> [T]
     transitions = jax.tree.map(steps_first, transitions)
@@ -169,7 +208,7 @@ def rollout(
         transitions=transitions,
         start_hidden=start_hidden,
         sums=sums,
-        slot_results=results,
+        tally=tally,
         obs_stats=stats,
         step_stats=jax.tree.map(steps_first, step_stats),
     )

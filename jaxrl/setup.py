@@ -1,4 +1,10 @@
-"""Builds the static pieces of a run (env, network, optimizer) from a :class:`Config`."""
+"""Builds the static pieces of a run (env, network, optimizer, features) from a :class:`Config`.
+
+The :class:`Setup` is what the train step closes over. The PPO core never sees it whole: the
+update gets its :class:`~jaxrl.ppo.UpdateSpec` and the rollout reads the few properties of
+:class:`~jaxrl.rollout.RolloutSpec`. The features come from :data:`FEATURE_BUILDERS`, in the
+order their own declarations imply (:func:`jaxrl.features.order_features`).
+"""
 
 from __future__ import annotations
 
@@ -18,14 +24,21 @@ from jaxrl.acting import PolicySpec
 from jaxrl.config import Config, ConfigError
 from jaxrl.curriculum import CurriculumSpec, make_curriculum
 from jaxrl.eval_lanes import make_eval_lanes
-from jaxrl.features import Feature
+from jaxrl.features import BuildContext, Feature, order_features
 from jaxrl.hyper import Members, make_members
 from jaxrl.layout import DATA_AXIS, Layout, make_layout
+from jaxrl.league.feature import make_selfplay
+from jaxrl.league.groups import group_sizes
+from jaxrl.league.lanes import RESULT_NAMES
 from jaxrl.losses import LossHyperparams
-from jaxrl.match import RESULT_NAMES, MatchSpec
+from jaxrl.match import MatchSpec
 from jaxrl.networks import ActorCritic
+from jaxrl.ppo import UpdateSpec
 from jaxrl.precision import compute_dtype
-from jaxrl.selfplay import make_selfplay
+
+# Every feature a run may have: ``builder(BuildContext)`` returns the feature or None. The
+# order here only breaks ties: the features' ``after`` declarations decide who plans first.
+FEATURE_BUILDERS = (make_curriculum, make_selfplay, make_eval_lanes)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -49,6 +62,35 @@ class Setup:
     features: tuple[Feature, ...]  # curriculum, self-play, evaluation lanes (those configured)
     members: Members  # seeds and sweep points trained together (vmapped when more than one)
     mesh: Any  # jax Mesh over the devices the env batch is sharded over; None on one device
+    update_spec: UpdateSpec  # what the PPO update needs (network, optimizer, epochs)
+
+    # What the rollout reads (jaxrl.rollout.RolloutSpec), from the config.
+    @property
+    def num_steps(self) -> int:
+        """``T``: steps per rollout."""
+        return self.config.ppo.num_steps
+
+    @property
+    def rollout_chunk(self) -> int:
+        """Steps per chunk whose start hidden state is kept (``T`` without a core)."""
+        if self.config.network.core == "none":
+            return self.config.ppo.num_steps
+        return self.config.sequence_length
+
+    @property
+    def normalize_obs(self) -> bool:
+        """The learner normalises observations with running moments."""
+        return self.config.env.normalize_obs
+
+    @property
+    def reward_scale(self) -> float:
+        """Training rewards are the env's times this."""
+        return self.config.ppo.reward_scale
+
+    @property
+    def vmapped_members(self) -> bool:
+        """Several members train in one vmapped step."""
+        return self.members.count > 1
 
     @property
     def curriculum(self) -> CurriculumSpec | None:
@@ -130,7 +172,8 @@ def make_setup(config: Config) -> Setup:
         env = envs.ActionRepeat(env, config.env.action_repeat)
     env = envs.EpisodeStatistics(env)
     devices = mesh_devices(config)
-    layout = make_layout(config, env, len(devices))
+    groups = group_sizes(config.selfplay, config.env.num_envs // len(devices))
+    layout = make_layout(config, env, groups, len(devices))
     obs_shape = tuple(env.observation_space(env_params).shape)
     if layout.num_agents > 1:
         obs_shape = obs_shape[1:]  # [A, *obs_shape] per env: one row per agent
@@ -160,21 +203,18 @@ def make_setup(config: Config) -> Setup:
             f"self-play needs {config.env.name} to report win/draw/loss in info['episode_outcome']"
         )
     policy = PolicySpec(network=network, discrete=discrete, normalize_obs=config.env.normalize_obs)
-    features = tuple(
-        feature
-        for feature in (
-            make_curriculum(config, layout, env_params),
-            make_selfplay(config, layout, env),
-            make_eval_lanes(config, layout, env_params, names),
-        )
-        if feature is not None
+    context = BuildContext(
+        config=config, layout=layout, env=env, env_params=env_params, outcome_names=names
     )
+    built = (build(context) for build in FEATURE_BUILDERS)
+    features = order_features([feature for feature in built if feature is not None])
+    optimizer = make_optimizer(config)
     return Setup(
         config=config,
         env=env,
         env_params=env_params,
         network=network,
-        optimizer=make_optimizer(config),
+        optimizer=optimizer,
         loss_hp=LossHyperparams(  # coefficients are replaced by the member's Hyper in-graph
             clip_eps=ppo.clip_eps,
             vf_coef=ppo.vf_coef,
@@ -201,6 +241,13 @@ def make_setup(config: Config) -> Setup:
         features=features,
         members=make_members(config),
         mesh=Mesh(np.asarray(devices), (DATA_AXIS,)) if len(devices) > 1 else None,
+        update_spec=UpdateSpec(
+            network=network,
+            discrete=discrete,
+            optimizer=optimizer,
+            update_epochs=ppo.update_epochs,
+            num_minibatches=ppo.num_minibatches,
+        ),
     )
 
 

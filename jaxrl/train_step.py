@@ -250,7 +250,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
         clip_eps=hyper.clip_eps, vf_coef=hyper.vf_coef, ent_coef=hyper.ent_coef
     )
     opt, steps = update_epochs(
-        setup,
+        setup.update_spec,
         loss_hp,
         hyper.lr,
         OptState(params=runner.params, opt_state=runner.opt_state),
@@ -265,9 +265,7 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
         params=opt.params,
         obs_stats=out.obs_stats,
         sums=out.sums,
-        slot_results=(
-            None if out.slot_results is None else sum_over_devices(out.slot_results, layout.axis)
-        ),
+        tally=jax.tree.map(lambda x: sum_over_devices(x, layout.axis), out.tally),
         plan=plan,
         update_step=update_step,
     )

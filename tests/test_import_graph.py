@@ -1,7 +1,9 @@
-"""The import graph of ``envs/``: no cycles, and each soccer module imports on its own.
+"""The import graph: no cycles in ``envs/``, each soccer module imports on its own, and the
+PPO core of ``jaxrl/`` knows no feature.
 
-The graph is read with ``ast`` from every ``envs/**/*.py``, function-level imports included
-(a lazy import inside a method still closes a cycle, it only hides it until the call).
+The graph is read with ``ast`` from every ``**/*.py`` of a package, function-level imports
+included (a lazy import inside a method still closes a cycle, it only hides it until the
+call).
 """
 
 from __future__ import annotations
@@ -122,3 +124,67 @@ def test_soccer_module_imports_first_in_a_fresh_interpreter(module):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
+
+
+# ----------------------------------------------------------------------------- the PPO core
+
+CORE = ("jaxrl.ppo", "jaxrl.losses", "jaxrl.gae", "jaxrl.rollout")
+# What the core must not reach: the features, their interface, and the setup that builds them.
+FEATURES = (
+    "jaxrl.setup",
+    "jaxrl.features",
+    "jaxrl.curriculum",
+    "jaxrl.eval_lanes",
+    "jaxrl.league",
+    "jaxrl.train_step",
+)
+# The match step is the league's one door into acting: the rollout plays matches through it,
+# and the match step calls the league's lane functions. The core may reach the league there
+# and nowhere else.
+DOOR = "jaxrl.match"
+
+
+def _is_feature(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in FEATURES)
+
+
+def forbidden_reach(edges: dict[str, set[str]], start: str) -> list[str]:
+    """Feature modules ``start`` imports, directly or through modules other than the door."""
+    seen, stack, found = {start}, [start], set()
+    while stack:
+        module = stack.pop()
+        for target in edges[module]:
+            if _is_feature(target):
+                found.add(target)
+            elif target not in seen and target != DOOR:
+                seen.add(target)
+                stack.append(target)
+    return sorted(found)
+
+
+def test_core_check_finds_an_added_import(tmp_path):
+    """The check itself: a feature import anywhere behind the core is found, unless it goes
+    through the match step."""
+    pkg = tmp_path / "jaxrl"
+    (pkg / "league").mkdir(parents=True)
+    for name in ("__init__", "league/__init__", "league/pool", "match", "acting", "gae"):
+        (pkg / f"{name}.py").write_text("")
+    (pkg / "rollout.py").write_text("from jaxrl.match import x\nfrom jaxrl import acting\n")
+    (pkg / "match.py").write_text("from jaxrl.league import pool\n")
+    edges = import_graph(tmp_path, "jaxrl")
+    assert forbidden_reach(edges, "jaxrl.rollout") == []
+    (pkg / "acting.py").write_text("def f():\n    from jaxrl.league.pool import y\n")
+    (pkg / "gae.py").write_text("import jaxrl.setup\n")
+    (pkg / "setup.py").write_text("")
+    edges = import_graph(tmp_path, "jaxrl")
+    assert forbidden_reach(edges, "jaxrl.rollout") == ["jaxrl.league.pool"]
+    assert forbidden_reach(edges, "jaxrl.gae") == ["jaxrl.setup"]
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_ppo_core_imports_no_feature(module):
+    """ppo, losses, gae and rollout import no feature, no feature interface and not the setup
+    (which imports every feature), directly or behind another module."""
+    edges = import_graph(ROOT, "jaxrl")
+    assert "jaxrl.league.feature" in edges and "jaxrl.setup" in edges  # the graph is real
+    assert forbidden_reach(edges, module) == []

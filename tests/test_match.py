@@ -6,6 +6,8 @@ plan (opponent kinds, sides) is traced, so every case reuses the compile.
 
 from __future__ import annotations
 
+import dataclasses
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -13,16 +15,22 @@ import numpy as np
 import pytest
 
 from envs.soccer import IDLE, RANDOM, RULE, observe
-from jaxrl.acting import PolicyParams
+from jaxrl.acting import PolicyParams, act
 from jaxrl.config import config_from_dict
 from jaxrl.evaluate import eval_layout
+from jaxrl.league import lanes as league_lanes
 from jaxrl.match import (
     FROM_PARAMS,
+    NETWORK,
     MatchSpec,
     idle_plan,
     join_teams,
+    learner_pass,
     match_step,
+    opponent_actions,
+    opponent_kinds,
     start_matches,
+    step_keys,
     team_rows,
 )
 from jaxrl.setup import init_params, make_setup
@@ -138,3 +146,86 @@ def test_learner_drives_its_side_and_sees_its_own_rows(play, setup):
         )
     # Rewards and masks are the learner team's: two active cars per env.
     assert np.asarray(record.mask).reshape(STEPS, ENVS, 3).sum(-1).tolist() == [[2] * ENVS] * STEPS
+
+
+# ----------------------------------------------------------------------------- step pieces
+
+
+@pytest.fixture(scope="module")
+def league(setup):
+    """A 4-env batch with league groups (latest 1, rule 1, one lane of 2), started."""
+    layout = dataclasses.replace(
+        eval_layout(setup, ENVS), latest_envs=1, rule_envs=1, pool_lanes=1, lane_envs=2, pool_size=1
+    )
+    spec = MatchSpec(setup.env, setup.policy, layout, deterministic=True, eval_deterministic=True)
+    stats = RunningStats.create(setup.obs_shape)
+    learner = PolicyParams(params=init_params(setup, jax.random.key(0)), obs_stats=stats)
+    snapshot = PolicyParams(params=init_params(setup, jax.random.key(9)), obs_stats=stats)
+    params = setup.env_params.replace(blue_size=2, orange_size=2, opponent_kind=RULE)
+    plan = idle_plan(layout, params).replace(
+        opponent_kind=jnp.asarray([NETWORK, RULE, NETWORK, NETWORK], jnp.int32),
+        pool=jax.tree.map(lambda a, b: jnp.stack([a, b]), snapshot, learner),
+        lane_probs=jnp.asarray([1.0, 0.0]),
+    )
+    carry = start_matches(spec, setup.network.initial_hidden, plan, jax.random.key(1))
+    carry = carry.replace(
+        opponent=carry.opponent.replace(
+            lanes=carry.opponent.lanes.replace(
+                slot=jnp.zeros((1,), jnp.int32)  # the lane plays the snapshot
+            )
+        )
+    )
+    return spec, learner, plan, carry, step_keys(spec, jax.random.key(2))
+
+
+def test_learner_pass_batches_the_current_policy_opponents(league):
+    spec, learner, _, carry, keys = league
+    mine, latest = learner_pass(spec, learner, carry, keys.learner)
+    size = spec.layout.team_size
+    assert mine.action.shape == (ENVS * size,) and latest.action.shape == (size,)
+    # Row by row the same network: the learner's rows (deterministic) as if acting alone,
+    # the opponent rows as the opponent team's observations of env 0.
+    alone = act(spec.policy, learner, carry.hidden, carry.obs, carry.is_first, keys.learner, True)
+    np.testing.assert_array_equal(mine.action, alone.action)
+    np.testing.assert_allclose(mine.value, alone.value, atol=1e-6)
+    opp = carry.opponent
+    theirs = act(
+        spec.policy, learner, opp.hidden_latest, opp.obs[:size], opp.is_first[:size], keys.learner
+    )
+    np.testing.assert_allclose(latest.value, theirs.value, atol=1e-6)
+    # Without a current-policy group there is no second part.
+    plain = dataclasses.replace(spec, layout=dataclasses.replace(spec.layout, latest_envs=0))
+    assert learner_pass(plain, learner, carry, keys.learner)[1] is None
+
+
+def test_opponent_actions_by_group(league, setup):
+    spec, learner, plan, carry, keys = league
+    size = spec.layout.team_size
+    _, latest = learner_pass(spec, learner, carry, keys.learner)
+    kind, skill = opponent_kinds(plan, ENVS)
+    np.testing.assert_array_equal(kind, plan.opponent_kind)
+    action, opp = opponent_actions(spec, plan, carry.opponent, latest, kind, skill, keys)
+    assert action.shape == (ENVS, size) and action.dtype == jnp.int32
+    # Env 0: the current policy (from the learner's pass); env 1: the scripted RulePolicy;
+    # envs 2-3: the lane, acting with the snapshot it plays.
+    np.testing.assert_array_equal(action[0], latest.action)
+    team_obs = carry.opponent.obs.reshape((ENVS, size) + setup.obs_shape)
+    scripted = jax.vmap(setup.env.scripted_team_actions)(keys.scripted, team_obs, kind, skill)
+    np.testing.assert_array_equal(action[1], scripted[1])
+    rows = league_lanes.pool_rows(spec.layout)
+    lane_action, lane_hidden = league_lanes.lane_actions(
+        spec.policy,
+        spec.layout,
+        plan.pool,
+        carry.opponent.lanes,
+        carry.opponent.obs[rows],
+        carry.opponent.is_first[rows],
+        keys.lanes[:1],
+    )
+    np.testing.assert_array_equal(action[2:], lane_action)
+    chex.assert_trees_all_equal(opp.lanes.hidden, lane_hidden)
+    # A scripted kind in a network group: the scripted policy acts.
+    idle = kind.at[2:].set(IDLE)
+    action, _ = opponent_actions(spec, plan, carry.opponent, latest, idle, skill, keys)
+    scripted = jax.vmap(setup.env.scripted_team_actions)(keys.scripted, team_obs, idle, skill)
+    np.testing.assert_array_equal(action[2:], scripted[2:])

@@ -24,16 +24,11 @@ from jaxrl.curriculum import replay_ranks
 from jaxrl.elo import elo_from_score, expected_score
 from jaxrl.features import UpdateResult
 from jaxrl.layout import Layout
+from jaxrl.league.feature import SelfPlay
+from jaxrl.league.lanes import LeagueTally
+from jaxrl.league.pool import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
+from jaxrl.league.rating import RULE_ELO, learner_rating
 from jaxrl.match import NETWORK
-from jaxrl.selfplay import (
-    RULE_ELO,
-    SelfPlay,
-    SelfPlayState,
-    learner_rating,
-    pfsp_probs,
-    pfsp_weights,
-    win_rates,
-)
 from jaxrl.setup import make_setup
 from jaxrl.train import run_summary, train
 from jaxrl.train_step import init_runner_state, make_plan, train_chunk
@@ -60,7 +55,7 @@ def chunks(config):
         history.append(
             {
                 "metrics": jax.device_get(metrics),
-                "lane_slot": np.asarray(runner.match.opponent.lane_slot),
+                "lane_slot": np.asarray(runner.match.opponent.lanes.slot),
                 "filled": np.asarray(runner.features["selfplay"].filled),
             }
         )
@@ -216,7 +211,7 @@ def test_league_rating_holds_at_2048_envs():
             params={"w": jnp.full((4,), float(update))},
             obs_stats=RunningStats.create((2,)),
             sums=sums,
-            slot_results=slot_results,
+            tally=LeagueTally(slot_results=slot_results),
             plan=_Plan(switches={}),
             update_step=jnp.int32(update),
         )
@@ -420,7 +415,7 @@ def test_recurrent_opponents_carry_their_own_hidden_state():
     for carry in opponent.hidden_latest:
         assert carry.shape == (layout.latest_envs * 3, 8)
         assert np.abs(np.asarray(carry)).max() > 0
-    for carry in opponent.hidden_lanes:
+    for carry in opponent.lanes.hidden:
         assert carry.shape == (layout.pool_lanes, layout.lane_envs * 3, 8)
         assert np.abs(np.asarray(carry)).max() > 0
     # The current-policy opponents' carries are their own, not the learner's rows of the

@@ -1,0 +1,160 @@
+"""Self-play as a train-step feature: the league's plan edits, update and metrics.
+
+Per update, with self-play on for an env (always, or where a curriculum stage switches it
+on): the groups' ``latest`` envs play the current policy, its ``rule`` envs the env's
+RulePolicy, its pool lanes their snapshots (:mod:`jaxrl.league.groups`); the learner's side
+is drawn per env and match. After the update the feature adds the rollout's pure pool
+matches to the per-slot results (:mod:`jaxrl.league.pool`, PFSP), the RulePolicy matches to
+the learner's rating (:mod:`jaxrl.league.rating`), and takes a snapshot every
+``selfplay.snapshot_every`` updates.
+
+Where self-play is on is the curriculum's per-env switch (``plan.switches["selfplay"]``), so
+the feature declares that it plans after the curriculum (``after = ("curriculum",)``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxrl.acting import PolicyParams
+from jaxrl.config import SelfPlayConfig
+from jaxrl.features import (
+    BuildContext,
+    Feature,
+    FeatureOutput,
+    UpdateResult,
+    masked_sums,
+    set_rows,
+)
+from jaxrl.layout import Layout, sum_over_devices
+from jaxrl.league.groups import group_kinds, group_mask
+from jaxrl.league.lanes import RESULT_NAMES
+from jaxrl.league.pool import SelfPlayState, empty_pool, pfsp_probs, take_snapshot
+from jaxrl.league.rating import RULE_ELO, learner_rating
+from jaxrl.match import MatchPlan
+from jaxrl.metrics import MetricSpec, Scalar, mean_of
+from jaxrl.types import RunningStats
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class SelfPlay(Feature):
+    """The league (see the module docstring); checkpointed as ``selfplay``."""
+
+    name = "selfplay"
+    after = ("curriculum",)  # reads the curriculum's per-env switch of self-play
+    config: SelfPlayConfig
+    layout: Layout
+    rule_kind: int  # the env's scripted kind of its RulePolicy
+
+    def init(self, params: Any, obs_stats: RunningStats) -> SelfPlayState:
+        """An empty pool whose entry K is the initial policy."""
+        current = PolicyParams(params=params, obs_stats=obs_stats)
+        return empty_pool(current, self.config.pool_size, RULE_ELO)
+
+    def switched_on(self, plan: MatchPlan) -> jax.Array:
+        """[E] bool: training envs where self-play is on (a curriculum may switch it)."""
+        num_envs = self.layout.num_envs
+        on = plan.switches.get(self.name)
+        return jnp.ones((num_envs,), bool) if on is None else on[:num_envs]
+
+    def plan(self, state: SelfPlayState, plan: MatchPlan) -> MatchPlan:
+        """Opponents and sides of the training envs where self-play is on; the pool."""
+        layout = self.layout
+        on = self.switched_on(plan)
+        kinds = jnp.asarray(group_kinds(layout, self.rule_kind))
+        kind = jnp.where(on, kinds, plan.opponent_kind[: layout.num_envs])
+        random_side = on & (self.config.sides == "random")
+        random_side = jnp.where(on, random_side, plan.random_side[: layout.num_envs])
+        return plan.replace(
+            opponent_kind=set_rows(plan.opponent_kind, 0, kind),
+            random_side=set_rows(plan.random_side, 0, random_side),
+            pool=state.pool,
+            lane_probs=pfsp_probs(state.results, state.filled, self.config.pfsp),
+        )
+
+    def after_update(
+        self, state: SelfPlayState, result: UpdateResult
+    ) -> tuple[SelfPlayState, FeatureOutput]:
+        """Results, Elo, snapshots; the current policy becomes pool entry K."""
+        layout, config = self.layout, self.config
+        size = config.pool_size
+        on = self.switched_on(result.plan)
+        active = sum_over_devices(on.any().astype(jnp.int32), layout.axis) > 0
+
+        # Pool games of this rollout (pure matches only, see jaxrl.league.lanes): PFSP's counts.
+        if result.tally is None:  # no pool lanes: every training env plays latest or rule
+            slot_results = jnp.zeros((size, len(RESULT_NAMES)), jnp.float32)
+        else:
+            slot_results = result.tally.slot_results[:size]
+        games = slot_results.sum(-1)
+        results = state.results * config.result_decay + slot_results
+        # RulePolicy games: the rule group's matches, the learner's rating.
+        rule = masked_sums(
+            result.sums, group_mask(layout, layout.latest_envs, layout.pool_start, on), layout.axis
+        )
+        outcomes = jnp.stack([rule.outcome_sums[name] for name in RESULT_NAMES])
+        rule_results = state.rule_results * config.result_decay + outcomes
+        learner_elo = learner_rating(state.learner_elo, rule_results, config.elo_damping_games)
+
+        # A snapshot every snapshot_every updates while self-play is on; it records the new
+        # rating as the snapshot's.
+        due = active & (result.update_step % config.snapshot_every == 0)
+        current = PolicyParams(params=result.params, obs_stats=result.obs_stats)
+        state = state.replace(rule_results=rule_results, learner_elo=learner_elo)
+        state = take_snapshot(state, current, due, result.update_step, results)
+
+        latest_group = group_mask(layout, 0, layout.latest_envs, on)
+        latest = masked_sums(result.sums, latest_group, layout.axis)
+        pool_games = games.sum()
+        weight = active.astype(jnp.float32)
+        metrics = {
+            "selfplay/elo": Scalar.of(learner_elo, weight),
+            "selfplay/pool_size": Scalar.of(state.filled.sum(), weight),
+            "selfplay/snapshots": Scalar.of(due),
+            "selfplay/vs_pool/win": mean_of(slot_results[:, 0].sum(), pool_games),
+            "selfplay/vs_pool/draw": mean_of(slot_results[:, 1].sum(), pool_games),
+            "selfplay/vs_pool/loss": mean_of(slot_results[:, 2].sum(), pool_games),
+            "selfplay/vs_rule/win": mean_of(rule.outcome_sums["win"], rule.matches),
+            "selfplay/vs_rule/loss": mean_of(rule.outcome_sums["loss"], rule.matches),
+            "selfplay/vs_latest/win": mean_of(latest.outcome_sums["win"], latest.matches),
+        }
+        return state, FeatureOutput.of(metrics)
+
+    def metric_specs(self) -> tuple[MetricSpec, ...]:
+        """League figures: Elo and pool size at the chunk's end, win rates over it."""
+        return (
+            MetricSpec("selfplay/elo", "last"),
+            MetricSpec("selfplay/pool_size", "last"),
+            MetricSpec("selfplay/snapshots", "sum"),
+            MetricSpec("selfplay/vs_pool/win"),
+            MetricSpec("selfplay/vs_pool/draw"),
+            MetricSpec("selfplay/vs_pool/loss"),
+            MetricSpec("selfplay/vs_rule/win"),
+            MetricSpec("selfplay/vs_rule/loss"),
+            MetricSpec("selfplay/vs_latest/win"),
+        )
+
+    def summary(self, state: SelfPlayState) -> list[str]:
+        """Pool size and bytes, the opponent groups."""
+        layout, config = self.layout, self.config
+        pool_bytes = sum(x.nbytes for x in jax.tree.leaves(state.pool))
+        return [
+            f"selfplay     pool of {config.pool_size} snapshots (+ current policy) = "
+            f"{pool_bytes / 2**20:.2f} MiB on device, every {config.snapshot_every} updates, "
+            f"pfsp {config.pfsp}, sides {config.sides}",
+            f"  opponents  {layout.latest_envs} envs vs current policy, {layout.rule_envs} vs "
+            f"RulePolicy, {layout.pool_lanes} pool lanes x {layout.lane_envs} envs",
+        ]
+
+
+def make_selfplay(context: BuildContext) -> SelfPlay | None:
+    """The self-play feature of the run (None when ``selfplay.pool_size`` is 0)."""
+    config = context.config.selfplay
+    if config.pool_size == 0:
+        return None
+    rule_kind = int(context.env.scripted_kinds["rule"])
+    return SelfPlay(config=config, layout=context.layout, rule_kind=rule_kind)

@@ -1,0 +1,200 @@
+"""The league's part of the match step: network opponents by group, and the pool lanes.
+
+:func:`jaxrl.match.match_step` calls these pure functions on a two-team batch. The groups
+(:mod:`jaxrl.league.groups`) are static slices of the training envs; the current-policy
+group acts inside the learner's own forward pass, each pool lane acts with the params of
+the snapshot it plays (one vmapped pass over the lanes).
+
+A pool lane draws its snapshot from the plan's ``lane_probs`` when every env of the lane
+has started a new match since the last draw (matches of equal length keep a lane in step),
+and a match counts in the per-slot results only if one snapshot played all of it. Envs of
+a lane not playing its network (self-play switched off there, e.g. replayed curriculum
+stages) neither count for the snapshot nor hold up the lane's next draw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl.acting import PolicyParams, PolicySpec, act
+from jaxrl.layout import Layout, shard_rows
+
+RESULT_NAMES = ("win", "draw", "loss")  # outcomes a two-team env reports for pool results
+
+
+class LaneCarry(struct.PyTreeNode):
+    """The pool lanes' state in the match carry (``L`` lanes of ``n`` envs, ``S`` a team)."""
+
+    hidden: Any  # [L, n * S, ...] carry of the lanes' opponent rows
+    slot: jax.Array  # [L] int32, pool slot each lane plays (K = the current policy)
+    fresh: jax.Array  # [L, n] bool, env began a match since its lane's last draw
+    pure: jax.Array  # [L, n] bool, the env's match so far was played by one pool slot
+
+
+class LeagueTally(struct.PyTreeNode):
+    """What the league counts during a rollout: summed over its steps (and devices)."""
+
+    slot_results: jax.Array  # [K + 1, 3] float32, learner W/D/L of pure pool matches per slot
+
+
+def start_lanes(layout: Layout, policy_hidden) -> LaneCarry:
+    """Every lane on slot K (the current policy), pure, with empty hidden states.
+
+    ``policy_hidden(batch)`` returns the initial hidden state of ``batch`` rows.
+    """
+    lanes, lane_envs = layout.pool_lanes, layout.lane_envs
+    return LaneCarry(
+        hidden=jax.tree.map(
+            lambda h: jnp.broadcast_to(h, (lanes,) + h.shape),
+            policy_hidden(lane_envs * layout.team_size),
+        ),
+        slot=jnp.full((lanes,), layout.pool_size, jnp.int32),
+        fresh=jnp.zeros((lanes, lane_envs), bool),
+        pure=jnp.ones((lanes, lane_envs), bool),
+    )
+
+
+def empty_tally(layout: Layout) -> LeagueTally | None:
+    """A zero tally (None without pool lanes)."""
+    if not layout.pool_lanes:
+        return None
+    return LeagueTally(
+        slot_results=jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32)
+    )
+
+
+def pool_rows(layout: Layout) -> slice:
+    """The pool lanes' opponent rows ``[pool_start * S, (pool_start + L * n) * S)``."""
+    size = layout.team_size
+    return slice(layout.pool_start * size, (layout.pool_start + layout.pool_envs) * size)
+
+
+def lane_actions(
+    policy: PolicySpec,
+    layout: Layout,
+    pool: PolicyParams,
+    lanes: LaneCarry,
+    obs: jax.Array,
+    is_first: jax.Array,
+    keys: jax.Array,
+) -> tuple[jax.Array, Any]:
+    """Every lane's opponent rows act with the snapshot the lane plays.
+
+    Args:
+      policy: the acting spec.
+      layout: the batch (sizes of the lanes).
+      pool: the plan's pool, leaves ``[K + 1, ...]``.
+      lanes: the lanes' carry.
+      obs: ``[L * n * S, *obs_shape]`` raw observations of the lanes' opponent rows.
+      is_first: ``[L * n * S]`` bool.
+      keys: ``[L]`` one sampling key per lane.
+
+    Returns:
+      ``(actions [L * n, S] int32, hidden [L, n * S, ...])``.
+    """
+    count, lane_envs, size = layout.pool_lanes, layout.lane_envs, layout.team_size
+    lane_policy = jax.tree.map(lambda x: x[lanes.slot], pool)  # [L, ...]
+    out = jax.vmap(act, in_axes=(None, 0, 0, 0, 0, 0))(
+        policy,
+        lane_policy,
+        lanes.hidden,
+        obs.reshape((count, lane_envs * size) + obs.shape[1:]),
+        is_first.reshape((count, lane_envs * size)),
+        keys,
+    )
+    return out.action.reshape((count * lane_envs, size)), out.hidden
+
+
+def group_actions(
+    layout: Layout, num_envs: int, latest: jax.Array | None, lanes: jax.Array | None
+) -> jax.Array | None:
+    """[N, S] network actions of every env in group order (0 where no network acts).
+
+    ``latest``: ``[latest_envs, S]`` the current-policy group's actions; ``lanes``:
+    ``[L * n, S]`` the pool lanes'. None when neither group exists.
+    """
+    size = layout.team_size
+    pieces = []
+    if latest is not None:
+        pieces.append(latest)
+    if layout.rule_envs:
+        pieces.append(jnp.zeros((layout.rule_envs, size), jnp.int32))
+    if lanes is not None:
+        pieces.append(lanes)
+    if not pieces:
+        return None
+    covered = layout.pool_start + layout.pool_envs
+    pieces.append(jnp.zeros((num_envs - covered, size), jnp.int32))
+    return jnp.concatenate(pieces)
+
+
+def pure_results(
+    layout: Layout,
+    lanes: LaneCarry,
+    done: jax.Array,
+    networked: jax.Array,
+    outcome: dict[str, jax.Array],
+) -> LeagueTally:
+    """This step's finished pure matches of the lanes, per pool slot.
+
+    Args:
+      layout: the batch.
+      lanes: the lanes' carry before this step (its ``slot`` played the step).
+      done: ``[L, n]`` bool, the env's match ended this step.
+      networked: ``[L, n]`` bool, the env's opponent is the lane's network.
+      outcome: ``{win, draw, loss: [L, n] float32}`` the learner's outcome (valid where done).
+
+    Returns:
+      The step's tally: ``[K + 1, 3]`` learner W/D/L per slot.
+    """
+    counted = (done & lanes.pure & networked).astype(jnp.float32)
+    per_lane = jnp.stack(
+        [(counted * outcome[name]).sum(1) for name in RESULT_NAMES], axis=-1
+    )  # [L, 3]
+    slot_results = (
+        jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32)
+        .at[lanes.slot]
+        .add(per_lane)
+    )
+    return LeagueTally(slot_results=slot_results)
+
+
+def redraw_lanes(
+    layout: Layout,
+    lanes: LaneCarry,
+    done: jax.Array,
+    networked: jax.Array,
+    lane_probs: jax.Array,
+    key: jax.Array,
+) -> tuple[LaneCarry, jax.Array]:
+    """Lanes whose envs all began anew draw their next slot; purity follows.
+
+    Args:
+      layout: the batch (lanes, devices).
+      lanes: the lanes' carry before this step.
+      done: ``[L, n]`` bool, the env's match ended this step.
+      networked: ``[L, n]`` bool, the env's opponent is the lane's network.
+      lane_probs: ``[K + 1]`` float32, the distribution of a lane's next slot.
+      key: draws the slots of every lane of every device (sliced to this device's).
+
+    Returns:
+      ``(lanes, switched [L] bool)``: the new carry (its ``hidden`` unchanged) and the lanes
+      that changed opponent (their rows start afresh).
+    """
+    count = layout.pool_lanes
+    fresh = lanes.fresh | done | ~networked
+    ready = fresh.all(axis=1)  # [L]
+    drawn = jax.random.categorical(key, jnp.log(lane_probs), shape=(count * layout.devices,))
+    drawn = shard_rows(drawn, layout.axis, count)
+    slot = jnp.where(ready, drawn.astype(jnp.int32), lanes.slot)
+    switched = ready & (slot != lanes.slot)
+    new = lanes.replace(
+        slot=slot,
+        fresh=jnp.where(ready[:, None], False, fresh),
+        pure=jnp.where(done, True, jnp.where(switched[:, None], False, lanes.pure)),
+    )
+    return new, switched

@@ -1,0 +1,130 @@
+"""The snapshot pool and prioritised fictitious self-play (PFSP).
+
+The pool holds ``K`` snapshots of the learner (params and observation normaliser) stacked
+``[K, ...]`` plus, as entry ``K``, the current policy (what a lane plays before the first
+snapshot exists). A ring buffer takes a snapshot every ``selfplay.snapshot_every`` updates
+while self-play is on. Per slot it keeps the learner's decayed win/draw/loss counts, which
+drive PFSP: with ``w`` the learner's win rate against a slot (draws count half; 0.5 before
+any game),
+
+    hard:      weight (1 - w)^2   (the snapshots the learner loses to)
+    variance:  weight w (1 - w)   (the even matches)
+    uniform:   weight 1
+
+normalised over the filled slots. Each pool lane draws its next opponent from these
+probabilities (:mod:`jaxrl.league.lanes`). Everything is arrays of fixed shape, so a
+snapshot or a new draw never retraces.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl.acting import PolicyParams
+
+PFSP_MODES = ("hard", "variance", "uniform")
+
+
+class SelfPlayState(struct.PyTreeNode):
+    """The league, carried in the runner state and checkpointed as ``selfplay``."""
+
+    pool: PolicyParams  # [K + 1, ...] snapshots; entry K is the current policy
+    filled: jax.Array  # [K] bool, the slot holds a snapshot
+    added_at: jax.Array  # [K] int32, update step of the slot's snapshot (-1: empty)
+    next_slot: jax.Array  # () int32, ring-buffer position of the next snapshot
+    results: jax.Array  # [K, 3] float32, decayed learner wins/draws/losses against each slot
+    elo: jax.Array  # [K] float32, the learner's Elo when the slot's snapshot was taken
+    rule_results: jax.Array  # [3] float32, decayed learner wins/draws/losses against the rule
+    learner_elo: jax.Array  # () float32, Elo of the learner (RulePolicy = 1500)
+    snapshots: jax.Array  # () int32, snapshots taken so far
+
+
+def win_rates(results: jax.Array) -> jax.Array:
+    """[K] learner win rate per slot, ``(W + D/2) / (W + D + L)``; 0.5 without games."""
+    games = results.sum(-1)
+    score = results[..., 0] + 0.5 * results[..., 1]
+    return jnp.where(games > 0, score / jnp.maximum(games, 1e-9), 0.5)
+
+
+def pfsp_weights(win_rate: jax.Array, mode: str) -> jax.Array:
+    """Unnormalised PFSP weight of each slot for the learner's win rate ``w`` against it."""
+    if mode == "hard":
+        return jnp.square(1.0 - win_rate)
+    if mode == "variance":
+        return win_rate * (1.0 - win_rate)
+    if mode == "uniform":
+        return jnp.ones_like(win_rate)
+    raise ValueError(f"pfsp mode must be one of {PFSP_MODES}, got {mode!r}")
+
+
+def pfsp_probs(results: jax.Array, filled: jax.Array, mode: str) -> jax.Array:
+    """[K + 1] probabilities of a lane's next opponent.
+
+    PFSP over the filled slots; uniform over them if every weight is 0 (e.g. ``hard`` when
+    the learner beats every snapshot); all mass on entry K (the current policy) while the
+    pool is empty.
+    """
+    weights = jnp.where(filled, pfsp_weights(win_rates(results), mode), 0.0)
+    uniform = filled.astype(jnp.float32)
+    weights = jnp.where(weights.sum() > 0, weights, uniform)
+    weight_sum = weights.sum()
+    empty = weight_sum <= 0
+    probs = jnp.where(empty, 0.0, weights / jnp.maximum(weight_sum, 1e-30))
+    return jnp.concatenate([probs, empty[None].astype(jnp.float32)])
+
+
+def empty_pool(current: PolicyParams, size: int, rating: float) -> SelfPlayState:
+    """An empty pool of ``size`` slots whose entry K is ``current``; the learner at ``rating``."""
+    pool = jax.tree.map(lambda x: jnp.broadcast_to(x, (size + 1,) + x.shape), current)
+    return SelfPlayState(
+        pool=jax.tree.map(jnp.array, pool),  # distinct buffers: the runner is donated
+        filled=jnp.zeros((size,), bool),
+        added_at=jnp.full((size,), -1, jnp.int32),
+        next_slot=jnp.zeros((), jnp.int32),
+        results=jnp.zeros((size, 3), jnp.float32),
+        elo=jnp.full((size,), rating, jnp.float32),
+        rule_results=jnp.zeros((3,), jnp.float32),
+        learner_elo=jnp.asarray(rating, jnp.float32),
+        snapshots=jnp.zeros((), jnp.int32),
+    )
+
+
+def take_snapshot(
+    state: SelfPlayState,
+    current: PolicyParams,
+    due: jax.Array,
+    update_step: jax.Array,
+    results: jax.Array,
+) -> SelfPlayState:
+    """``state`` with ``current`` as pool entry K and, where ``due``, in the next ring slot.
+
+    Args:
+      state: the league before the snapshot; its ``learner_elo`` is the rating recorded.
+      current: the policy after this update.
+      due: () bool, a snapshot is due.
+      update_step: () int32, the update the snapshot is taken at.
+      results: [K, 3] float32, the per-slot results after this update (the new slot's are
+        cleared).
+
+    Returns:
+      The new state (``filled``, ``added_at``, ``next_slot``, ``results``, ``elo``,
+      ``snapshots`` and ``pool`` updated; the rest as in ``state``).
+    """
+    size = state.filled.shape[0]
+    slot = state.next_slot
+
+    def write(pool, new):
+        pool = pool.at[slot].set(jnp.where(due, new, pool[slot]))
+        return pool.at[size].set(new)  # entry K: the policy the next rollout plays
+
+    return state.replace(
+        pool=jax.tree.map(write, state.pool, current),
+        filled=state.filled.at[slot].set(state.filled[slot] | due),
+        added_at=state.added_at.at[slot].set(jnp.where(due, update_step, state.added_at[slot])),
+        next_slot=jnp.where(due, (slot + 1) % size, slot),
+        results=results.at[slot].set(jnp.where(due, 0.0, results[slot])),
+        elo=state.elo.at[slot].set(jnp.where(due, state.learner_elo, state.elo[slot])),
+        snapshots=state.snapshots + due.astype(jnp.int32),
+    )
