@@ -24,6 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs import protocols
 from jaxrl.config import Config
 
 
@@ -88,15 +89,15 @@ def make_layout(config: Config, env, groups: Any, devices: int = 1) -> Layout:
     :class:`jaxrl.league.groups.GroupSizes`, all 0 without self-play). Sizes are checked by
     the config (they divide over the devices).
     """
-    num_agents = int(getattr(env, "num_agents", 1))
-    two_team = int(getattr(env, "num_teams", 1)) == 2
-    team_size = int(getattr(env, "team_size", num_agents)) if two_team else num_agents
+    num_agents = protocols.num_agents(env)
+    teams = protocols.two_team(env)
+    team_size = int(teams.team_size) if teams is not None else num_agents
     eval_lanes = tuple(lane.envs // devices for lane in config.evaluation.lanes)
     return Layout(
         num_envs=config.env.num_envs // devices,
         eval_lane_envs=eval_lanes,
         num_agents=num_agents,
-        two_team=two_team,
+        two_team=teams is not None,
         team_size=team_size,
         latest_envs=groups.latest_envs,
         rule_envs=groups.rule_envs,
