@@ -507,8 +507,8 @@ def metric_specs(hyper: Hyper) -> tuple[MetricSpec, ...]:
     )
 
 
-def summary(spec: PBTSpec, names: Sequence[str]) -> list[str]:
-    """Lines for the run summary: the schedule and what each member explores."""
+def summary(spec: PBTSpec) -> list[str]:
+    """Lines for the run summary: the schedule and the bounds of what the members explore."""
     tags = ", ".join(spec.metric_tags)
     smoothing = f"EMA {spec.ema_decay:g}" if spec.smoothing == "ema" else f"window {spec.window}"
     if spec.explore == "perturb":
@@ -517,18 +517,15 @@ def summary(spec: PBTSpec, names: Sequence[str]) -> list[str]:
             how += f", resample with p {spec.resample_probability:g}"
     else:
         how = "resample"
-    bounds = "; ".join(
-        f"{key} in [{lo:g}, {hi:g}]"
-        + (" (log)" if log else "")
-        + (f" grid {spec.grid[i, : spec.grid_size[i]].tolist()}" if spec.grid_size[i] else "")
-        for i, (key, lo, hi, log) in enumerate(
-            zip(spec.keys, spec.low, spec.high, spec.log, strict=True)
-        )
-    )
+    bounds = []
+    for i, key in enumerate(spec.keys):
+        text = f"{key} in [{spec.low[i]:g}, {spec.high[i]:g}]" + (" log" if spec.log[i] else "")
+        if spec.grid_size[i]:
+            text += " grid {" + ", ".join(f"{v:g}" for v in spec.grid[i, : spec.grid_size[i]]) + "}"
+        bounds.append(text)
     return [
         f"pbt          every {spec.every_updates} updates the bottom {spec.selected} of "
         f"{spec.num_members} members copy the top {spec.selected} (ranked on {tags}, "
         f"{smoothing}); explore: {how}",
-        f"             {bounds}",
-        f"             members {', '.join(names[:6])}" + (", ..." if len(names) > 6 else ""),
+        f"             {'; '.join(bounds)}",
     ]
