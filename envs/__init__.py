@@ -4,6 +4,8 @@
 (by its gymnax name, e.g. ``"CartPole-v1"``) and for the environments registered here.
 Keyword overrides replace fields of the env's default ``EnvParams``; a field that is itself a
 struct (e.g. Soccer's ``reward``) takes a mapping of its own fields (:func:`override_params`).
+What an env can do beyond the gymnax contract (agent slots, two teams, a renderer) it
+declares as in :mod:`envs.protocols`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from envs.wrappers import (
     Wrapper,
     action_shape,
     check_action_shape,
+    unwrap_state,
 )
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "override_params",
     "register",
     "registered_envs",
+    "unwrap_state",
 ]
 
 # Our own environments: name -> factory returning an un-parametrised env instance.

@@ -15,14 +15,17 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from gymnax.wrappers.purerl import GymnaxWrapper
 
+from envs import protocols
+
 
 def action_shape(env: Any, params: Any) -> tuple[int, ...]:
     """The shape of the action ``env.step`` takes: the action space's, led by [A] if multi-agent.
 
-    A multi-agent env (``num_agents > 1``: Soccer, MettaArena) takes one action per agent slot.
+    A multi-agent env (a :class:`envs.protocols.MultiAgentEnv` with ``num_agents > 1``:
+    Soccer, MettaArena) takes one action per agent slot.
     """
     shape = tuple(env.action_space(params).shape)
-    num_agents = int(getattr(env, "num_agents", 1))
+    num_agents = protocols.num_agents(env)
     return (num_agents, *shape) if num_agents > 1 else shape
 
 
@@ -44,13 +47,14 @@ class Wrapper(GymnaxWrapper):
     gymnax's ``GymnaxWrapper`` keeps the env (``self._env = env``) and forwards the attributes
     the wrapper itself lacks (spaces, name, default_params) through ``__getattr__``; this adds
     ``unwrapped`` and pass-through ``reset``/``step``, so a subclass overrides only what it
-    changes.
+    changes. A wrapper keeps the contract of the env it wraps (:mod:`envs.protocols`: agent
+    slots, teams, renderer): the protocol helpers look through it.
     """
 
     @property
     def unwrapped(self) -> environment.Environment:
         """The innermost gymnax environment."""
-        return getattr(self._env, "unwrapped", self._env)
+        return protocols.unwrapped(self)
 
     def reset(self, key: jax.Array, params: Any) -> tuple[Any, Any]:
         """Reset the wrapped env."""
@@ -82,7 +86,7 @@ class EpisodeStatistics(Wrapper):
         """Reset the env and zero the counters."""
         obs, env_state = self._env.reset(key, params)
         # Multi-agent envs reward each agent: one return per agent slot.
-        num_agents = getattr(self._env, "num_agents", 1)
+        num_agents = protocols.num_agents(self._env)
         state = EpisodeStatsState(
             env_state=env_state,
             episode_return=jnp.zeros((num_agents,) if num_agents > 1 else (), jnp.float32),
@@ -123,6 +127,13 @@ class ActionRepeatState(struct.PyTreeNode):
     """State of :class:`ActionRepeat`: only the wrapped env's state."""
 
     env_state: Any
+
+
+def unwrap_state(state: Any) -> Any:
+    """The innermost env state under the states of these wrappers."""
+    while isinstance(state, (EpisodeStatsState, ActionRepeatState)):
+        state = state.env_state
+    return state
 
 
 class ActionRepeat(Wrapper):

@@ -11,7 +11,7 @@ import pytest
 from gymnax.wrappers.purerl import GymnaxWrapper
 
 import envs
-from envs import ActionRepeat, EpisodeStatistics
+from envs import ActionRepeat, EpisodeStatistics, protocols
 
 CONTRACT_ENVS = ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "Breakout-MinAtar"]
 # Every registered env meets the contract, except one that needs the network to be built.
@@ -58,7 +58,7 @@ def _runner(env, num_envs, num_steps, action):
 
         def body(state, key):
             key_act, key_step = jax.random.split(key)
-            agents = int(getattr(env, "num_agents", 1))  # multi-agent: one action a slot
+            agents = protocols.num_agents(env)  # multi-agent: one action a slot
             shape = (num_envs, agents) if agents > 1 else (num_envs,)
             if action is None:
                 sample = env.action_space(params).sample
@@ -145,7 +145,7 @@ def _check_contract(env, params, outs, obs0):
     obs, reward, terminated, truncated, info = outs
     assert obs.shape == (NUM_STEPS, NUM_ENVS, *obs_shape) and obs.dtype == obs0.dtype
     assert np.all(np.isfinite(obs))
-    agents = int(getattr(env, "num_agents", 1))
+    agents = protocols.num_agents(env)
     per_env = (NUM_STEPS, NUM_ENVS) + ((agents,) if agents > 1 else ())
     assert reward.shape == per_env and reward.dtype == jnp.float32
     assert np.all(np.isfinite(reward))
@@ -158,6 +158,7 @@ def _check_contract(env, params, outs, obs0):
 @pytest.mark.parametrize("name", ALL_ENVS)
 def test_contract(name):
     env, params = _make(name)
+    assert isinstance(env, protocols.Env)
     obs0, _, outs = _rollout(env, params, NUM_ENVS, NUM_STEPS, jax.random.key(0))
     _check_contract(env, params, outs, obs0)
 

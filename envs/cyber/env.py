@@ -576,6 +576,8 @@ def transition_with(
 class Cage2(environment.Environment[EnvState, EnvParams]):
     """CAGE-2 Blue defender (see the module docstring for the rules).
 
+    A single-agent :class:`envs.protocols.Env` (one Blue agent; no renderer).
+
     - Observation: float32 [52] (``obs_mode="table"``) or [79] (``"extended"``).
     - Action: ``Discrete(145)``, CybORG's Blue action order.
     - Reward: float32 (), Blue's CAGE-2 reward rounded to 0.1; terms in ``info["reward_terms"]``.

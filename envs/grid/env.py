@@ -426,9 +426,14 @@ def materialize(bits: jax.Array) -> jax.Array:
 class MettaArena(environment.Environment[EnvState, EnvParams]):
     """The MettaGrid arena; see the module docstring for obs, action, reward and info.
 
+    Implements :class:`envs.protocols.MultiAgentEnv` (``num_agents`` slots, one team) and
+    :class:`envs.protocols.RenderableEnv`.
+
     Args:
       spec: static sizes (rooms, agents and objects per room); the default is the arena.
     """
+
+    renderer = "envs.grid.render"  # frames and GIFs of stacked states (needs Pillow)
 
     def __init__(self, spec: GridSpec | None = None):
         super().__init__()

@@ -525,7 +525,8 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
     """Top-down car soccer for two teams, both driven by the caller.
 
     See the module docstring for the obs, action, reward and info layout: every per-agent
-    array has one entry per car slot, blue 0..2 then orange 3..5.
+    array has one entry per car slot, blue 0..2 then orange 3..5. Implements
+    :class:`envs.protocols.VariableTeamSize` and :class:`envs.protocols.RenderableEnv`.
     """
 
     num_agents = NUM_CARS  # car slots per env: 0..2 blue (team 0), 3..5 orange (team 1)
@@ -533,6 +534,7 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
     team_size = MAX_PER_TEAM  # slots per team; slot 3 * team + i is car i of that team
     # The scripted policies a caller can put on a team (values of ``EnvParams.opponent_kind``).
     scripted_kinds = types.MappingProxyType({"idle": IDLE, "rule": RULE, "random": RANDOM})
+    renderer = "envs.soccer.render"  # frames and GIFs of stacked states (needs Pillow)
 
     @staticmethod
     def scripted_team_actions(

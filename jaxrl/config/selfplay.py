@@ -75,10 +75,12 @@ def validate(config: Config) -> None:
 
 
 def validate_env(config: Config, built: BuiltEnv) -> None:
-    """Self-play needs a two-team env."""
+    """Self-play needs a two-team env (:class:`envs.protocols.TwoTeamEnv`)."""
+    from envs import protocols  # noqa: PLC0415 - keep config importable without building envs
+
     if config.selfplay.pool_size <= 0:  # off (or refused by validate)
         return
     require(
-        getattr(built.env, "num_teams", 1) == 2,
+        protocols.two_team(built.env) is not None,
         f"selfplay: {config.env.name} is not a two-team env (self-play needs num_teams = 2)",
     )
