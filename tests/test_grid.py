@@ -20,6 +20,7 @@ import pytest
 
 import envs
 from envs.grid import env as arena
+from envs.grid import reference as grid_reference
 from envs.grid import rules as grid_rules
 
 SPEC = arena.GridSpec(
@@ -344,7 +345,7 @@ def test_attack_argument_picks_in_scan_order():
     )
     rules = arena.make_rules(arena.EnvParams())
     for arg, target in ((0, 2), (1, 1), (8, 1)):  # past the last agent: the last one
-        out = grid_rules.attack(world, jnp.int32(0), jnp.int32(arg), jnp.bool_(True), rules)
+        out = grid_reference.attack(world, jnp.int32(0), jnp.int32(arg), jnp.bool_(True), rules)
         assert np.flatnonzero(np.asarray(out.frozen)).tolist() == [target]
 
 
@@ -419,7 +420,7 @@ def test_resolve_equals_one_turn_after_another():
             jax.random.bits(k_order, (CROWD.num_agents,), jnp.uint32)
         )
         fast = grid_rules.resolve(world, action, priority, t, rules)
-        slow = grid_rules.resolve_in_turns(world, action, priority, t, rules)
+        slow = grid_reference.resolve_in_turns(world, action, priority, t, rules)
         return world, fast, slow
 
     world, fast, slow = jax.jit(jax.vmap(both))(jax.random.split(jax.random.key(0), 512))
@@ -429,6 +430,55 @@ def test_resolve_equals_one_turn_after_another():
     assert np.asarray(fast.agent_pos != world.agent_pos).any(-1).mean() > 0.02
     assert (np.asarray(fast.frozen) >= 9).sum() > 20
     assert (np.asarray(fast.conv_inv) != np.asarray(world.conv_inv)).any(-1).sum() > 50
+
+
+def _in_turns_while(turn, carry, waiting, priority):
+    """The data-dependent loop ``rules._in_turns`` was until issue 18: the reference."""
+
+    def body(loop):
+        carry, waiting = loop
+        i = jnp.argmin(jnp.where(waiting, priority, np.iinfo(np.int32).max))
+        return turn(carry, i), waiting.at[i].set(False)
+
+    return jax.lax.while_loop(lambda loop: jnp.any(loop[1]), body, (carry, waiting))[0]
+
+
+@pytest.mark.parametrize("num_agents", [1, 24])
+def test_turns_of_static_trip_count_match_the_data_dependent_loop(num_agents):
+    """``_in_turns`` (a scan over all agents) takes the same turns in the same order as the
+    while loop over the waiting agents it replaced, ties of priority included (the lower
+    index first), with a turn that reads what the earlier turns wrote; ``me`` is the
+    one-hot of the agent whose values ``mine`` holds."""
+
+    def turn(carry, i):
+        log, n, acc = carry
+        return log.at[n].set(i), n + 1, acc * 31 + i + 7 * (acc % 5)
+
+    def one_hot_turn(carry, me, mine):
+        i, tag = mine
+        carry = turn(carry, i)
+        return carry[0], carry[1], jnp.where(jnp.argmax(me) == i, carry[2], -(10**6) + tag)
+
+    def both(key):
+        k_wait, k_prio = jax.random.split(key)
+        waiting = jax.random.bernoulli(k_wait, 0.4, (num_agents,))
+        priority = jax.random.randint(k_prio, (num_agents,), 0, 4)  # ties on purpose
+        carry = (jnp.full(num_agents, -1, jnp.int32), jnp.int32(0), jnp.int32(1))
+        agents = jnp.arange(num_agents, dtype=jnp.int32)
+        new = grid_rules._in_turns(one_hot_turn, carry, waiting, priority, (agents, agents))
+        old = _in_turns_while(turn, carry, waiting, priority)
+        return waiting, priority, new, old
+
+    waiting, priority, new, old = jax.jit(jax.vmap(both))(jax.random.split(jax.random.key(0), 500))
+    for a, b in zip(new, old, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # And both are the waiting agents by (priority, index).
+    log, count, _ = new
+    for row in range(0, 500, 7):
+        want = sorted(np.flatnonzero(waiting[row]), key=lambda i: (priority[row][i], i))
+        assert int(count[row]) == len(want)
+        np.testing.assert_array_equal(log[row][: len(want)], want)
+    assert np.asarray(count).max() >= min(num_agents, 3)
 
 
 def test_chained_moves_follow_the_turn_order(step_fn):

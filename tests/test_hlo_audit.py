@@ -12,8 +12,12 @@ from bench.hlo_audit import (
     audit_compiled,
     audit_workload,
     compile_workload,
+    parse_hlo,
     parse_instruction,
+    reachable,
 )
+from envs.grid import env as arena
+from jaxrl.permutation import target_platform
 from jaxrl.rollout import ENV_STEP_SCOPE, TRUNCATION_SCOPE
 
 # The conditionals an env step may run, each with what it is for. Anything else in the env-step
@@ -57,6 +61,40 @@ def test_launch_counts_are_counted(audits, name):
     audit = audits[name]
     assert audit.per_env_step.fusions > 0
     assert audit.per_update.total > audit.per_env_step.total
+
+
+def test_metta_arena_turns_are_loops_of_static_trip_count():
+    # The arena's agents take their turns in loops over all agents (envs/grid/rules.py
+    # _in_turns). Loops over only the agents in conflict had data-dependent trip counts: 258
+    # device-to-host copies per update on an H100 (bench/RESULTS.md). The structure does not
+    # depend on the arena's size, so a 3-agent room stands in for the 24-agent arena, whose
+    # train chunk (python -m bench.hlo_audit --workloads metta_arena) takes minutes to compile.
+    spec = arena.GridSpec(
+        room_rows=1,
+        room_cols=1,
+        room_size=7,
+        agents_per_room=3,
+        walls=2,
+        mines=1,
+        generators=1,
+        altars=1,
+        laseries=1,
+        armories=1,
+    )
+    env = arena.MettaArena(spec)
+    params = env.default_params
+    keys = jax.random.split(jax.random.key(0), 2)
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    action = jnp.zeros((2, env.num_agents), jnp.int32)
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    with target_platform("gpu"):
+        compiled = step.lower(keys, state, action, params).compile()
+    audit = audit_compiled(compiled, updates=1)
+    assert audit.data_dependent_loops == ()
+    assert audit.host_ops == ()
+    module = parse_hlo(compiled.as_text())
+    trips = [i.trip_count for i in reachable(module, [module.entry]) if i.opcode == "while"]
+    assert trips.count(env.num_agents) >= 2, trips  # the attacks' turns, then the others'
 
 
 def test_cpu_shuffle_is_the_loop_the_gpu_program_avoids():

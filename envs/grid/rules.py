@@ -11,6 +11,7 @@ are (row, col) in the padded grid (walls fill the padding, see :mod:`envs.grid.e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -108,48 +109,49 @@ class World(struct.PyTreeNode):
 # ----------------------------------------------------------------------------- converters
 
 
-def _can_start(
-    kind: jax.Array, inv: jax.Array, phase: jax.Array, rules: Rules
-) -> tuple[jax.Array, jax.Array]:
-    """MettaGrid's ``maybe_start_converting`` test for converters of any batch shape.
+def _over_resources(op: Callable[[Any, Any], Any], x: jax.Array) -> jax.Array:
+    """``op`` folded over the resource axis (the last, of size 5), as elementwise ops.
+
+    Not a reduction: XLA makes every reduction a kernel of its own, where elementwise ops fuse
+    with what reads them (this runs once per agent's turn).
+    """
+    return functools.reduce(op, [x[..., r] for r in range(x.shape[-1])])
+
+
+def recipe(kind: jax.Array, rules: Rules) -> tuple[jax.Array, jax.Array]:
+    """``(needed [..., resources] int32, makes [..., resources] bool)`` of converter kinds
+    ``kind`` [...]: the inputs a conversion consumes, and the resources it outputs."""
+    return rules.recipe_in[kind], rules.recipe_out[kind] > 0
+
+
+def can_start(
+    needed: jax.Array, makes: jax.Array, inv: jax.Array, phase: jax.Array, rules: Rules
+) -> jax.Array:
+    """MettaGrid's ``maybe_start_converting`` test for converters of any batch shape ``[...]``.
 
     Args:
-      kind: [...] int32 converter kinds.
+      needed: [..., resources] int32 their recipes' inputs (:func:`recipe`).
+      makes: [..., resources] bool their recipes' outputs.
       inv: [..., resources] int32 inventories.
       phase: [...] int32 phases.
       rules: the rule constants.
 
     Returns:
-      ``(start [...] bool, needed [..., resources] int32)``: whether a conversion starts, and
-      the inputs it consumes.
+      [...] bool, whether a conversion starts (it consumes ``needed``).
     """
-    needed = rules.recipe_in[kind]
-    outputs = jnp.sum(jnp.where(rules.recipe_out[kind] > 0, inv, 0), axis=-1)
-    start = (phase == IDLE) & (outputs < rules.max_output) & jnp.all(inv >= needed, axis=-1)
-    return start, needed
+    outputs = _over_resources(jnp.add, jnp.where(makes, inv, 0))
+    has_inputs = _over_resources(jnp.logical_and, inv >= needed)
+    return (phase == IDLE) & (outputs < rules.max_output) & has_inputs
 
 
 def start_converters(world: World, t: jax.Array, rules: Rules, which: jax.Array) -> World:
     """Start every converter in ``which`` ([M] bool) that can convert at step ``t``."""
-    start, needed = _can_start(world.conv_kind, world.conv_inv, world.conv_phase, rules)
-    start = start & which
+    needed, makes = recipe(world.conv_kind, rules)
+    start = can_start(needed, makes, world.conv_inv, world.conv_phase, rules) & which
     return world.replace(
         conv_inv=world.conv_inv - jnp.where(start[:, None], needed, 0),
         conv_phase=jnp.where(start, CONVERTING, world.conv_phase),
         conv_end=jnp.where(start, t + rules.conversion_ticks, world.conv_end),
-    )
-
-
-def start_one(world: World, j: jax.Array, t: jax.Array, rules: Rules, touched: jax.Array) -> World:
-    """Start converter ``j`` if ``touched`` and it can convert (after a get or a put)."""
-    start, needed = _can_start(world.conv_kind[j], world.conv_inv[j], world.conv_phase[j], rules)
-    start = start & touched
-    return world.replace(
-        conv_inv=world.conv_inv.at[j].add(jnp.where(start, -needed, 0)),
-        conv_phase=world.conv_phase.at[j].set(jnp.where(start, CONVERTING, world.conv_phase[j])),
-        conv_end=world.conv_end.at[j].set(
-            jnp.where(start, t + rules.conversion_ticks, world.conv_end[j])
-        ),
     )
 
 
@@ -200,70 +202,11 @@ def cone_target(world: World, i: jax.Array, arg: jax.Array) -> jax.Array:
     )
 
 
-def attack_effect(
-    world: World, i: jax.Array, target: jax.Array, active: jax.Array, rules: Rules
-) -> tuple[World, jax.Array]:
-    """Agent ``i`` attacks agent ``target`` (-1: an empty cone), if ``active``.
-
-    Reads and writes only inventories and freeze counters (``world.grid`` may be ``None``).
-    Returns the world and whether the hit landed (froze the target; armor did not block it).
-    """
-    hit = active & (target >= 0)
-    target = jnp.maximum(target, 0)
-    inv = world.agent_inv
-    blocked = hit & (inv[target, ARMOR] >= 1)
-    lands = hit & ~blocked
-    steals = lands & (world.frozen[target] == 0)
-    stolen = jnp.where(steals, jnp.minimum(inv[target], rules.inventory_limit - inv[i]), 0)
-    inv = inv.at[target, ARMOR].add(-blocked.astype(jnp.int32))
-    inv = inv.at[target].add(-stolen).at[i].add(stolen)
-    inv = inv.at[i, LASER].add(-hit.astype(jnp.int32))  # spent after the steal, as in MettaGrid
-    frozen = world.frozen.at[target].set(
-        jnp.where(lands, rules.freeze_duration, world.frozen[target])
-    )
-    return world.replace(agent_inv=inv, frozen=frozen), lands
-
-
-def attack(world: World, i: jax.Array, arg: jax.Array, active: jax.Array, rules: Rules) -> World:
-    """Agent ``i`` attacks the ``arg``-th agent in its cone, if ``active``.
-
-    ``active`` already includes "chose attack, not frozen, holds a laser". No agent in the
-    cone: nothing happens and the laser is kept. Otherwise the laser is spent; a target with
-    armor loses one armor and is unharmed; else it is frozen for ``freeze_duration`` actions
-    and, unless it was frozen already, the attacker takes its whole inventory (up to its caps).
-    """
-    return attack_effect(world, i, cone_target(world, i, arg), active, rules)[0]
-
-
-def move(world: World, i: jax.Array, direction: jax.Array, active: jax.Array) -> World:
-    """Agent ``i`` turns to ``direction`` and steps there if the cell is empty (if ``active``)."""
-    num_converters = world.conv_kind.shape[0]
-    pos = world.agent_pos[i]
-    dest = pos + jnp.asarray(DELTA)[direction]
-    go = active & (world.grid[dest[0], dest[1]] == EMPTY)
-    code = jnp.asarray(CONVERTER0 + num_converters + i).astype(world.grid.dtype)
-    grid = world.grid.at[pos[0], pos[1]].set(jnp.where(go, EMPTY, code))
-    grid = grid.at[dest[0], dest[1]].set(jnp.where(go, code, grid[dest[0], dest[1]]))
-    return world.replace(
-        grid=grid,
-        agent_pos=world.agent_pos.at[i].set(jnp.where(go, dest, pos)),
-        agent_ori=world.agent_ori.at[i].set(jnp.where(active, direction, world.agent_ori[i])),
-    )
-
-
-def faced_converter(world: World, i: jax.Array) -> jax.Array:
-    """The converter agent ``i`` faces, int32 () or -1."""
-    num_converters = world.conv_kind.shape[0]
-    front = world.agent_pos[i] + jnp.asarray(DELTA)[world.agent_ori[i]]
-    code = world.grid[front[0], front[1]].astype(jnp.int32)
-    is_conv = (code >= CONVERTER0) & (code < CONVERTER0 + num_converters)
-    return jnp.where(is_conv, code - CONVERTER0, -1).astype(jnp.int32)
-
-
 def trade(
     agent: jax.Array,
     conv: jax.Array,
-    kind: jax.Array,
+    needed: jax.Array,
+    makes: jax.Array,
     get: jax.Array,
     put: jax.Array,
     rules: Rules,
@@ -273,7 +216,8 @@ def trade(
     Args:
       agent: [..., resources] int32 the agents' inventories.
       conv: [..., resources] int32 the inventories of the converters they use.
-      kind: [...] int32 those converters' kinds.
+      needed: [..., resources] int32 those converters' recipe inputs (:func:`recipe`).
+      makes: [..., resources] bool their recipe outputs.
       get: [...] bool, takes all of the converter's outputs, up to the agent's caps.
       put: [...] bool, gives per input resource up to the recipe's amount of what it holds.
       rules: the rule constants.
@@ -282,64 +226,16 @@ def trade(
       ``(take, give)`` [..., resources] int32, to the agent and to the converter.
     """
     take = jnp.where(
-        get[..., None] & (rules.recipe_out[kind] > 0),
+        get[..., None] & makes,
         jnp.minimum(conv, rules.inventory_limit - agent),
         0,
     )
     give = jnp.where(
         put[..., None],
-        jnp.minimum(jnp.minimum(rules.recipe_in[kind], agent), CONVERTER_LIMIT - conv),
+        jnp.minimum(jnp.minimum(needed, agent), CONVERTER_LIMIT - conv),
         0,
     )
     return take, give
-
-
-def exchange(
-    world: World,
-    i: jax.Array,
-    j: jax.Array,
-    get: jax.Array,
-    put: jax.Array,
-    t: jax.Array,
-    rules: Rules,
-) -> World:
-    """Agent ``i`` gets the outputs of / puts recipe inputs into converter ``j`` (-1: none).
-
-    Reads and writes only inventories, hearts and converter states (``world.grid`` may be
-    ``None``).
-    """
-    is_conv = j >= 0
-    j = jnp.maximum(j, 0)
-    kind = world.conv_kind[j]
-    take, give = trade(
-        world.agent_inv[i], world.conv_inv[j], kind, get & is_conv, put & is_conv, rules
-    )
-    delta = take - give  # [resources], for the agent
-    world = world.replace(
-        agent_inv=world.agent_inv.at[i].add(delta),
-        conv_inv=world.conv_inv.at[j].add(-delta),
-        hearts=world.hearts.at[i].add(jnp.where(kind == ALTAR, take[HEART], 0)),
-    )
-    return start_one(world, j, t, rules, jnp.any(delta != 0))
-
-
-def get_put(
-    world: World, i: jax.Array, get: jax.Array, put: jax.Array, t: jax.Array, rules: Rules
-) -> World:
-    """Agent ``i`` gets the outputs of / puts recipe inputs into the converter it faces.
-
-    ``get``: takes all of the converter's output resources, up to the agent's caps. ``put``:
-    gives, per input resource, up to the recipe's amount of what it holds. Either counts
-    hearts taken from altars, and restarts the converter when its inventory changed.
-    """
-    return exchange(world, i, faced_converter(world, i), get, put, t, rules)
-
-
-def _lose_action(world: World, i: jax.Array, chose: jax.Array) -> tuple[World, jax.Array]:
-    """A frozen agent's chosen action is lost (its counter counts down); returns if it acts."""
-    frozen = world.frozen[i]
-    world = world.replace(frozen=world.frozen.at[i].add(-(chose & (frozen > 0)).astype(jnp.int32)))
-    return world, chose & (frozen == 0)
 
 
 def turn_priority(bits: jax.Array) -> jax.Array:
@@ -358,47 +254,142 @@ def turn_priority(bits: jax.Array) -> jax.Array:
     return high | jnp.arange(num_agents, dtype=jnp.int32)
 
 
-def resolve_in_turns(
-    world: World, action: jax.Array, priority: jax.Array, t: jax.Array, rules: Rules
-) -> World:
-    """Every agent's action, one whole-world turn at a time: the reference for :func:`resolve`.
+def _rows(x: jax.Array, masks: jax.Array) -> jax.Array:
+    """The sum of the rows of ``x`` ([K, F] int32) where each of ``masks`` ([R, K] bool) is set.
 
-    Agents take turns by ``priority`` (lowest first): all attacks, then the rest; each turn
-    reads and writes the grid, as MettaGrid's do.
+    For a one-hot mask that is the row it picks (zeros for an empty mask); under a column of
+    ones, a count. Returns [R, F] int32. A masked sum, not an indexed read: under ``vmap`` an
+    index that differs per env is a gather (and a scatter to write back), each a kernel of
+    its own on a GPU, where one reduction reads every row a turn needs.
     """
-    kind = jnp.asarray(ACTION_KIND)[action]
-    arg = jnp.asarray(ACTION_ARG)[action]
-    order = jnp.argsort(priority)
-
-    def attack_turn(world, i):
-        world, ok = _lose_action(world, i, kind[i] == ATTACK)
-        ok = ok & (world.agent_inv[i, LASER] >= 1)
-        return attack(world, i, arg[i], ok, rules), None
-
-    def other_turn(world, i):
-        world, ok = _lose_action(world, i, kind[i] != ATTACK)
-        world = move(world, i, arg[i], ok & (kind[i] == MOVE))
-        return get_put(world, i, ok & (kind[i] == GET), ok & (kind[i] == PUT), t, rules), None
-
-    world, _ = jax.lax.scan(attack_turn, world, order)
-    world, _ = jax.lax.scan(other_turn, world, order)
-    return world
-
-
-_LAST = np.iinfo(np.int32).max
+    return jnp.sum(jnp.where(masks[:, :, None], x[None], 0), axis=1, dtype=x.dtype)
 
 
 def _in_turns(
-    turn: Callable[[Any, jax.Array], Any], carry: Any, waiting: jax.Array, priority: jax.Array
+    turn: Callable[[Any, jax.Array, Any], Any],
+    carry: Any,
+    waiting: jax.Array,
+    priority: jax.Array,
+    mine: Any,
 ) -> Any:
-    """``turn(carry, i)`` for every agent ``i`` in ``waiting`` ([A] bool), by priority."""
+    """``turn(carry, me, mine[i])`` for every agent ``i`` in ``waiting`` ([A] bool), by priority.
 
-    def body(loop):
-        carry, waiting = loop
-        i = jnp.argmin(jnp.where(waiting, priority, _LAST))
-        return turn(carry, i), waiting.at[i].set(False)
+    ``me`` is agent ``i`` as a one-hot bool [A]; ``mine`` a pytree of per-agent values
+    (leaves [A, ...]), read in turn order once, before the loop.
 
-    return jax.lax.while_loop(lambda loop: jnp.any(loop[1]), body, (carry, waiting))[0]
+    A loop over all ``A`` agents in priority order (a static trip count), where an agent that
+    is not waiting keeps the carry as it was. A loop over only the waiting agents has a trip
+    count that depends on data, and XLA's GPU loop reads such a loop's predicate back to the
+    host at every iteration (about 8 device-to-host copies per env step on an H100).
+    """
+    order = jnp.argsort(priority)
+    turns = (
+        order[:, None] == jnp.arange(order.shape[0]),  # [A turns, A agents] one-hot rows
+        waiting[order],
+        jax.tree.map(lambda x: x[order], mine),
+    )
+
+    def body(carry, x):
+        me, active, mine_i = x
+        new = turn(carry, me, mine_i)
+        return jax.tree.map(lambda n, c: jnp.where(active, n, c), new, carry), None
+
+    return jax.lax.scan(body, carry, turns)[0]
+
+
+class _Attacker(struct.PyTreeNode):
+    """What an attacker's turn reads that no turn changes (leaves [A] in :func:`_in_turns`)."""
+
+    target: jax.Array  # () int32 the agent its cone picks, -1 for an empty cone
+    priority: jax.Array  # () int32 its turn priority
+
+
+class _Actor(struct.PyTreeNode):
+    """What a move or get/put turn reads that no turn changes (leaves [A, ...] in
+    :func:`_in_turns`)."""
+
+    kind: jax.Array  # () int32 action kind (MOVE, GET, PUT...)
+    dest: jax.Array  # [2] int32 the cell a mover heads for, or the one anyone else faces
+    dest_open: jax.Array  # () bool no object in that cell on the step's grid
+    converter: jax.Array  # () int32 the converter in that cell, -1 for none
+    needed: jax.Array  # [resources] int32 that converter's recipe inputs
+    makes: jax.Array  # [resources] bool that converter's recipe outputs
+    altar: jax.Array  # () bool that converter is an altar
+
+
+_UNIT = np.eye(NUM_RESOURCES, dtype=np.int32)  # [resources, resources] one unit of each
+
+
+def _attack_turn(
+    carry: tuple[World, jax.Array], me: jax.Array, mine: _Attacker, rules: Rules
+) -> tuple[World, jax.Array]:
+    """One attacker's turn, with masks (``reference.attack_effect`` after a lost action).
+
+    Args:
+      carry: the world (its grid unused) and the priority of the last hit on each agent,
+        int32 [A] (-1: none yet).
+      me: [A] bool, the attacker (one-hot).
+      mine: its target and priority.
+      rules: the rule constants.
+    """
+    pieces, last_hit = carry
+    num_agents = me.shape[0]
+    them = jnp.arange(num_agents) == mine.target  # [A] one-hot, none for an empty cone
+    inv = pieces.agent_inv
+    # One read of both rows; the target is never the attacker (its cone excludes its cell).
+    rows = _rows(jnp.concatenate([inv, pieces.frozen[:, None]], -1), jnp.stack([me, them]))
+    (my_inv, my_frozen), (their_inv, their_frozen) = ((r[:-1], r[-1]) for r in rows)
+    frozen = pieces.frozen - (me & (my_frozen > 0)).astype(jnp.int32)  # a lost action
+    hit = (my_frozen == 0) & (my_inv[LASER] >= 1) & (mine.target >= 0)
+    blocked = hit & (their_inv[ARMOR] >= 1)
+    lands = hit & ~blocked
+    steals = lands & (their_frozen == 0)
+    stolen = jnp.where(steals, jnp.minimum(their_inv, rules.inventory_limit - my_inv), 0)
+    unit = jnp.asarray(_UNIT)
+    inv = inv - jnp.where(them[:, None], stolen + blocked * unit[ARMOR], 0)
+    inv = inv + jnp.where(me[:, None], stolen - hit * unit[LASER], 0)
+    frozen = jnp.where(them & lands, rules.freeze_duration, frozen)
+    last_hit = jnp.where(them & lands, mine.priority, last_hit)
+    return pieces.replace(agent_inv=inv, frozen=frozen), last_hit
+
+
+def _actor_turn(pieces: World, me: jax.Array, mine: _Actor, t: jax.Array, rules: Rules) -> World:
+    """One mover's or converter user's turn, with masks (``reference.move``, ``exchange``).
+
+    Args:
+      pieces: the world (its grid unused).
+      me: [A] bool, the agent (one-hot).
+      mine: its action and what it heads for or faces.
+      t: () int32 the step number.
+      rules: the rule constants.
+    """
+    num_agents, num_converters = me.shape[0], pieces.conv_kind.shape[0]
+    pos = pieces.agent_pos
+    there = (pos[:, 0] == mine.dest[0]) & (pos[:, 1] == mine.dest[1])  # [A]
+    # One read: the agent's inventory, and how many agents stand where it heads.
+    ones = jnp.ones((num_agents, 1), jnp.int32)
+    rows = _rows(jnp.concatenate([pieces.agent_inv, ones], -1), jnp.stack([me, there]))
+    my_inv, taken = rows[0, :-1], rows[1, -1] > 0
+    step = (mine.kind == MOVE) & mine.dest_open & ~taken
+    conv = jnp.arange(num_converters) == mine.converter  # [M] one-hot, none for -1
+    conv_row = _rows(jnp.concatenate([pieces.conv_inv, pieces.conv_phase[:, None]], -1), conv[None])
+    conv_inv, conv_phase = conv_row[0, :-1], conv_row[0, -1]
+    use = mine.converter >= 0
+    get, put = use & (mine.kind == GET), use & (mine.kind == PUT)
+    take, give = trade(my_inv, conv_inv, mine.needed, mine.makes, get, put, rules)
+    delta = take - give  # [resources], for the agent
+    start = can_start(mine.needed, mine.makes, conv_inv - delta, conv_phase, rules)
+    starts = conv & start & _over_resources(jnp.logical_or, delta != 0)  # [M]
+    return pieces.replace(
+        agent_pos=jnp.where((me & step)[:, None], mine.dest, pos),
+        agent_inv=pieces.agent_inv + jnp.where(me[:, None], delta, 0),
+        hearts=pieces.hearts + jnp.where(me & mine.altar, take[HEART], 0),
+        conv_inv=pieces.conv_inv
+        - jnp.where(conv[:, None], delta, 0)
+        - jnp.where(starts[:, None], mine.needed, 0),
+        conv_phase=jnp.where(starts, CONVERTING, pieces.conv_phase),
+        conv_end=jnp.where(starts, t + rules.conversion_ticks, pieces.conv_end),
+    )
 
 
 def _pairs(a: jax.Array, b: jax.Array) -> jax.Array:
@@ -411,8 +402,8 @@ def resolve(
 ) -> World:
     """Every agent's action at step ``t`` by ``priority``: all attacks, then the rest.
 
-    The result of :func:`resolve_in_turns` (MettaGrid's one agent after another), computed
-    with turns only where the order can matter.
+    The result of :func:`envs.grid.reference.resolve_in_turns` (MettaGrid's one agent after
+    another), computed with turns only where the order can matter.
 
     - What each action reaches on the grid is fixed for its whole phase: no one moves while
       attacks resolve, an agent that gets or puts does not move, converters never move. So
@@ -445,17 +436,15 @@ def resolve(
     attacker = kind == ATTACK
     takes_turn = attacker & ((world.frozen > 0) | (world.agent_inv[:, LASER] >= 1))
 
-    def attack_turn(carry, i):
-        pieces, last_hit = carry
-        pieces, ok = _lose_action(pieces, i, jnp.bool_(True))
-        ok = ok & (pieces.agent_inv[i, LASER] >= 1)
-        target = cone_target(world, i, arg[i])  # nobody has moved: the step's grid
-        pieces, lands = attack_effect(pieces, i, target, ok, rules)
-        hit = jnp.maximum(target, 0)
-        return pieces, last_hit.at[hit].set(jnp.where(lands, priority[i], last_hit[hit]))
+    # Nobody moves while attacks resolve: every cone is read from the step's grid, once.
+    target = jax.vmap(cone_target, in_axes=(None, 0, 0))(world, agents, arg)  # [A]
 
     pieces, last_hit = _in_turns(
-        attack_turn, (pieces, jnp.full(num_agents, -1, jnp.int32)), takes_turn, priority
+        functools.partial(_attack_turn, rules=rules),
+        (pieces, jnp.full(num_agents, -1, jnp.int32)),
+        takes_turn,
+        priority,
+        _Attacker(target=target, priority=priority),
     )
     loses = attacker & ~takes_turn & (pieces.frozen > 0) & (last_hit < priority)
     frozen = pieces.frozen - loses.astype(jnp.int32)
@@ -484,11 +473,13 @@ def resolve(
 
     go = mover & ~move_turn & (dest_code == EMPTY)
     j = jnp.maximum(converter, 0)
+    needed, makes = recipe(pieces.conv_kind[j], rules)  # [A, resources] each
     single = use & ~use_turn
     take, give = trade(
         pieces.agent_inv,
         pieces.conv_inv[j],
-        pieces.conv_kind[j],
+        needed,
+        makes,
         single & (kind == GET),
         single & (kind == PUT),
         rules,
@@ -504,15 +495,22 @@ def resolve(
     )
     pieces = start_converters(pieces, t, rules, touched)
 
-    def other_turn(pieces, i):
-        taken = jnp.any(jnp.all(pieces.agent_pos == dest[i], axis=-1))
-        step = (kind[i] == MOVE) & dest_open[i] & ~taken
-        pieces = pieces.replace(
-            agent_pos=pieces.agent_pos.at[i].set(jnp.where(step, dest[i], pieces.agent_pos[i]))
-        )
-        return exchange(pieces, i, converter[i], kind[i] == GET, kind[i] == PUT, t, rules)
-
-    pieces = _in_turns(other_turn, pieces, move_turn | use_turn, priority)
+    actor = _Actor(
+        kind=kind,
+        dest=dest,
+        dest_open=dest_open,
+        converter=converter,
+        needed=needed,
+        makes=makes,
+        altar=pieces.conv_kind[j] == ALTAR,
+    )
+    pieces = _in_turns(
+        functools.partial(_actor_turn, t=t, rules=rules),
+        pieces,
+        move_turn | use_turn,
+        priority,
+        actor,
+    )
 
     after = pieces.agent_pos
     grid = world.grid.at[pos[:, 0], pos[:, 1]].set(EMPTY)
