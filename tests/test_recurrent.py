@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +15,7 @@ from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import load_config
 from jaxrl.evaluate import evaluate
 from jaxrl.losses import Minibatch
-from jaxrl.networks import make_distribution
+from jaxrl.networks import RecurrentCore, make_distribution
 from jaxrl.ppo import shuffle_minibatches
 from jaxrl.rollout import rollout
 from jaxrl.setup import make_setup
@@ -112,6 +113,77 @@ def test_reset_makes_output_independent_of_incoming_state():
     # Without the reset the incoming state matters.
     _, logits_c, _ = setup.network.apply(runner.params, noise, obs, jnp.zeros_like(is_first))
     assert not np.allclose(logits_a[0], logits_c[0])
+
+
+def _flax_gru_params(params, size: int):
+    """Our fused GRU's params as flax's ``GRUCell`` names them (per-gate Dense layers)."""
+    kx, bx = params["input"]["kernel"], params["input"]["bias"]  # [F, 3H], [3H]
+    kh, bh = params["cell"]["hidden"]["kernel"], params["cell"]["hidden"]["bias"]
+    gate = lambda a, g: a[..., g * size : (g + 1) * size]  # noqa: E731
+    # flax has no hidden bias on r and z (the input's carries it): fold ours into the input's.
+    return {
+        "ir": {"kernel": gate(kx, 0), "bias": gate(bx, 0) + gate(bh, 0)},
+        "iz": {"kernel": gate(kx, 1), "bias": gate(bx, 1) + gate(bh, 1)},
+        "in": {"kernel": gate(kx, 2), "bias": gate(bx, 2)},
+        "hr": {"kernel": gate(kh, 0)},
+        "hz": {"kernel": gate(kh, 1)},
+        "hn": {"kernel": gate(kh, 2), "bias": gate(bh, 2)},
+    }
+
+
+def test_fused_gru_is_flax_gru_cell():
+    """One input matmul for the three gates over the whole sequence and one hidden matmul
+    per step compute flax's ``GRUCell`` (reset gate on the hidden projection, bias inside),
+    restarting from zeros where ``is_first``."""
+    features, size, length, batch = 3, 4, 6, 5
+    core = RecurrentCore("gru", size)
+    rng = np.random.default_rng(0)  # numpy draws: no PRNG kernels to compile
+    x = rng.normal(size=(length, batch, features)).astype(np.float32)
+    is_first = np.zeros((length, batch), bool)
+    is_first[0], is_first[3, ::2] = True, True
+    shapes = {"input": (features, 3 * size), "cell": {"hidden": (size, 3 * size)}}
+    # Random kernels and non-zero biases, so that where each bias goes is tested too.
+    params = jax.tree.map(
+        lambda shape: {
+            "kernel": rng.normal(size=shape).astype(np.float32),
+            "bias": 0.3 * rng.normal(size=shape[1]).astype(np.float32),
+        },
+        shapes,
+        is_leaf=lambda v: isinstance(v, tuple),
+    )
+    noise = rng.normal(size=(batch, size)).astype(np.float32)  # the incoming state, reset
+    carry, ys = jax.jit(core.apply)({"params": params}, noise, x, is_first)
+
+    cell = nn.GRUCell(features=size)
+    theirs = {"params": _flax_gru_params(params, size)}
+
+    def flax_step(h, inputs):
+        x_t, first = inputs
+        return cell.apply(theirs, jnp.where(first[:, None], 0.0, h), x_t)
+
+    h, want = jax.jit(lambda h: jax.lax.scan(flax_step, h, (x, is_first)))(noise)
+    np.testing.assert_allclose(ys, want, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(carry, h, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind, gates", [("gru", 3), ("lstm", 4)])
+def test_recurrent_core_runs_one_matmul_per_step(kind, gates):
+    """The gates' input projection is one matmul outside the time loop and the hidden one a
+    single matmul of all gates inside it (not one per gate)."""
+    core = RecurrentCore(kind, 4, jnp.bfloat16)
+    x = jnp.zeros((5, 2, 3))
+    is_first = jnp.zeros((5, 2), bool)
+    carry = RecurrentCore.initial_carry(kind, 4, 2)
+    params = core.init(jax.random.key(0), carry, x, is_first)
+    jaxpr = jax.make_jaxpr(core.apply)(params, carry, x, is_first).jaxpr
+    outside = [e for e in jaxpr.eqns if e.primitive.name == "dot_general"]
+    (loop,) = [e for e in jaxpr.eqns if e.primitive.name == "scan"]
+    inside = [e for e in loop.params["jaxpr"].jaxpr.eqns if e.primitive.name == "dot_general"]
+    assert len(outside) == len(inside) == 1
+    for dot in outside + inside:
+        assert dot.outvars[0].aval.shape[-1] == gates * 4
+        # bf16 compute, float32 params: the matmul runs on bf16 operands.
+        assert {v.aval.dtype for v in dot.invars} == {jnp.dtype(jnp.bfloat16)}
 
 
 def test_minibatches_shuffle_whole_sequences():
