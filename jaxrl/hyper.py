@@ -174,7 +174,8 @@ def member_env_params(env_params: Any, hyper: Hyper) -> Any:
     from envs.params import get_path, replace_path  # noqa: PLC0415 - see base_hyper
 
     for path, value in hyper.env.items():
-        dtype = np.asarray(get_path(env_params, path)).dtype
+        # A Python int leaf reads as int64: JAX's own width (int32 without x64).
+        dtype = jax.dtypes.canonicalize_dtype(np.asarray(get_path(env_params, path)).dtype)
         value = jnp.asarray(value, jnp.float32)
         if dtype.kind == "b":
             cast = value != 0
