@@ -4,7 +4,7 @@ Layout of a run directory::
 
     RUN_DIR/config.yaml          resolved config (written by the trainer)
     RUN_DIR/checkpoints/<step>/  one Orbax checkpoint per saved update step, with items
-        policy/   PolicyState: params + observation normaliser (all evaluation needs)
+        policy/   PolicyParams: params + observation normaliser (all play needs)
         state/    the rest of the RunnerState (optimizer, env states, keys, counters)
         <name>/   one item per train-step feature: its state (curriculum, selfplay, ...)
         meta/     JSON: update step, env steps, wall-clock seconds
@@ -20,20 +20,18 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
-from flax import struct
 
-from jaxrl.types import RunnerState, RunningStats
+from jaxrl.acting import PolicyParams
+from jaxrl.types import RunnerState
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete or does not match the config."""
 
 
-class PolicyState(struct.PyTreeNode):
-    """What acting needs: params and the observation normaliser."""
-
-    params: Any
-    obs_stats: RunningStats
+# The one policy type is acting.PolicyParams; this name stays only for the callers that still
+# import it from here (tests/test_selfplay.py), and goes when they import PolicyParams.
+PolicyState = PolicyParams
 
 
 def _is_key(x: Any) -> bool:
@@ -74,10 +72,10 @@ def _fill_empty(restored: Any, like: Any) -> Any:
     )
 
 
-def split_runner(runner: RunnerState) -> tuple[PolicyState, RunnerState, dict[str, Any]]:
+def split_runner(runner: RunnerState) -> tuple[PolicyParams, RunnerState, dict[str, Any]]:
     """``(policy, rest, features)``: params and normaliser; the rest, with keys as data; the
     feature states by name (each is its own checkpoint item)."""
-    policy = PolicyState(params=runner.params, obs_stats=runner.obs_stats)
+    policy = PolicyParams(params=runner.params, obs_stats=runner.obs_stats)
     rest = _keys_to_data(runner.replace(params=None, obs_stats=None, features=None))
     features = {name: _keys_to_data(state) for name, state in runner.features.items()}
     return policy, rest, features
@@ -197,7 +195,9 @@ class Checkpointer:
             ) from None
         return _fill_empty(restored[name], like), step
 
-    def restore_policy(self, like: PolicyState, step: int | None = None) -> tuple[PolicyState, int]:
+    def restore_policy(
+        self, like: PolicyParams, step: int | None = None
+    ) -> tuple[PolicyParams, int]:
         """Restore only params and normaliser; returns ``(policy, step)``."""
         step = self._resolve_step(step)
         try:

@@ -25,13 +25,19 @@ from flax import struct
 
 import envs
 from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import Checkpointer, CheckpointError, PolicyState
-from jaxrl.config import ConfigError, load_run_config, parse_overrides
-from jaxrl.curriculum import stage_params
-from jaxrl.layout import Layout
-from jaxrl.match import MatchCarry, MatchSpec, idle_plan, match_step, start_matches
-from jaxrl.setup import Setup, init_params, make_setup
-from jaxrl.types import RunningStats
+from jaxrl.checkpoint import CheckpointError
+from jaxrl.config import ConfigError, parse_overrides
+from jaxrl.match import MatchRecord
+from jaxrl.play import (
+    eval_layout,
+    eval_spec,
+    load_policy,
+    play_first_episodes,
+    play_params,
+    play_plan,
+    scripted_kind,
+)
+from jaxrl.setup import Setup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,44 +69,9 @@ class EpisodeStats(struct.PyTreeNode):
     outcome: Any  # {name: [E] float32} env-reported outcomes, learner's side (e.g. soccer win)
 
 
-class EvalCarry(struct.PyTreeNode):
-    """State of the evaluation loop over ``E`` envs, one episode each."""
-
-    match: MatchCarry
-    done: jax.Array  # [E] bool, the env's first episode has ended
-    stats: EpisodeStats
-    key: jax.Array
-
-
-def eval_layout(setup: Setup, episodes: int) -> Layout:
-    """``episodes`` envs, no evaluation lanes, no opponent groups, shared env params."""
-    return dataclasses.replace(
-        setup.layout,
-        num_envs=episodes,
-        eval_lane_envs=(),
-        latest_envs=0,
-        rule_envs=0,
-        pool_lanes=0,
-        lane_envs=0,
-        pool_size=0,
-        per_env_params=False,
-    )
-
-
-def eval_spec(setup: Setup, layout: Layout, deterministic: bool) -> MatchSpec:
-    """The match spec of play outside training: every learner row samples, or takes the mode."""
-    return MatchSpec(
-        env=setup.env,
-        policy=setup.policy,
-        layout=layout,
-        deterministic=deterministic,
-        eval_deterministic=deterministic,
-    )
-
-
 def run_episodes(
     setup: Setup,
-    policy: PolicyState,
+    policy: PolicyParams,
     key: jax.Array,
     episodes: int,
     deterministic: bool = True,
@@ -118,75 +89,30 @@ def run_episodes(
     env_params = setup.env_params if env_params is None else env_params
     layout = eval_layout(setup, episodes)
     spec = eval_spec(setup, layout, deterministic)
-    plan = idle_plan(layout, env_params)
-    if opponent_kind is not None:
-        plan = plan.replace(opponent_kind=jnp.full((episodes,), opponent_kind, jnp.int32))
-    key_reset, key_loop = jax.random.split(key)
-    del key
-    learner = PolicyParams(params=policy.params, obs_stats=policy.obs_stats)
+    plan = play_plan(layout, env_params, opponent_kind)
     actors = layout.actors_per_env
 
-    def body(c: EvalCarry) -> EvalCarry:
-        key, key_step = jax.random.split(c.key)
-        match, record = match_step(spec, learner, plan, c.match, key_step)
-        # Record each env's first episode only; later episodes (after auto-reset) are ignored.
-        finished = jnp.logical_and(record.done, ~c.done)  # [E]
+    def fold(stats: EpisodeStats, record: MatchRecord, finished: jax.Array) -> EpisodeStats:
         mask = jnp.ones((episodes * actors,), bool) if record.mask is None else record.mask
         mask = mask.reshape(episodes, actors)
         returns = record.episode_return.reshape(episodes, actors)
         mean_return = (returns * mask).sum(-1) / jnp.maximum(mask.sum(-1), 1)
-        return EvalCarry(
-            match=match,
-            done=jnp.logical_or(c.done, finished),
-            stats=EpisodeStats(
-                episode_return=jnp.where(finished, mean_return, c.stats.episode_return),
-                episode_length=jnp.where(finished, record.episode_length, c.stats.episode_length),
-                outcome={
-                    name: jnp.where(finished, record.outcome[name], value)
-                    for name, value in c.stats.outcome.items()
-                },
-            ),
-            key=key,
+        return EpisodeStats(
+            episode_return=jnp.where(finished, mean_return, stats.episode_return),
+            episode_length=jnp.where(finished, record.episode_length, stats.episode_length),
+            outcome={
+                name: jnp.where(finished, record.outcome[name], value)
+                for name, value in stats.outcome.items()
+            },
         )
 
     zeros = jnp.zeros(episodes, jnp.float32)
-    init = EvalCarry(
-        match=start_matches(spec, setup.network.initial_hidden, plan, key_reset),
-        done=jnp.zeros(episodes, bool),
-        stats=EpisodeStats(
-            episode_return=zeros,
-            episode_length=jnp.zeros(episodes, jnp.int32),
-            outcome={name: zeros for name in setup.outcome_names},
-        ),
-        key=key_loop,
+    init = EpisodeStats(
+        episode_return=zeros,
+        episode_length=jnp.zeros(episodes, jnp.int32),
+        outcome={name: zeros for name in setup.outcome_names},
     )
-    return jax.lax.while_loop(lambda c: ~c.done.all(), body, init).stats
-
-
-def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, PolicyState, int]:
-    """Config, env and network of a run, with params restored from a checkpoint.
-
-    A run with several members (seeds, sweep points) gives policies with a leading ``[R]``.
-    Only the replicated policy item is read, so any number of devices restores it.
-    """
-    run_dir = Path(run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise CheckpointError(f"{run_dir} is not a run directory (no config.yaml)")
-    config = load_run_config(run_dir)
-    setup = make_setup(config)
-    like = PolicyState(
-        params=init_params(setup, jax.random.key(0)),
-        obs_stats=RunningStats.create(setup.obs_shape),
-    )
-    count = setup.members.count
-    if count > 1:  # a leading [R] axis: one policy per member
-        like = jax.tree.map(lambda x: jnp.broadcast_to(x, (count,) + x.shape), like)
-    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)
-    try:
-        policy, step = checkpointer.restore_policy(like, step)
-    finally:
-        checkpointer.close()
-    return setup, policy, step
+    return play_first_episodes(spec, setup.network.initial_hidden, policy, plan, key, init, fold)
 
 
 def evaluate(
@@ -215,34 +141,8 @@ def evaluate(
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     setup, policy, step = load_policy(run_dir, step)
-    opponent_kind = None
-    if opponent is not None:
-        kinds = getattr(setup.env, "scripted_kinds", None)
-        if kinds is None or not setup.layout.two_team:
-            raise ValueError(f"--opponent: {setup.config.env.name} has no opponent team")
-        if opponent not in kinds:
-            raise ValueError(f"--opponent must be one of {', '.join(kinds)}, got {opponent!r}")
-        opponent_kind = int(kinds[opponent])
-    env_params = setup.env_params
-    if setup.curriculum is not None:
-        last = setup.curriculum.num_stages - 1
-        stage = last if stage is None else stage
-        if not 0 <= stage <= last:
-            raise ValueError(f"stage must be in 0..{last}, got {stage}")
-        env_params = stage_params(setup.curriculum, setup.env_params, jnp.asarray(stage))
-    elif stage not in (None, 0):
-        raise ValueError("this run has no curriculum stages")
-    if env_overrides:  # cast to each leaf's dtype (fix_bugs=1 is True), or refused in one line
-        try:
-            env_params = envs.override_params(env_params, env_overrides)
-        except ValueError as err:
-            raise ValueError(f"--env-param {err}") from None
-    if team_size is not None:
-        if not hasattr(setup.env, "with_team_size"):
-            raise ValueError(f"--team-size: {setup.config.env.name} has no team sizes")
-        if not 1 <= team_size <= setup.layout.team_size:
-            raise ValueError(f"--team-size must be in 1..{setup.layout.team_size}, got {team_size}")
-        env_params = setup.env.with_team_size(env_params, team_size)
+    opponent_kind = None if opponent is None else scripted_kind(setup, opponent)
+    env_params = play_params(setup, stage, env_overrides, team_size)
 
     def play(policy):
         return run_episodes(

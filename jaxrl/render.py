@@ -1,12 +1,15 @@
 """Render an episode of a trained policy (or of the scripted RulePolicy) to a GIF.
 
-    python -m jaxrl.render --run-dir DIR --out match.gif [--step S] [--stage N] [--seconds 20]
-    python -m jaxrl.render --rule-policy --out rule.gif [--env-kwargs '{blue_size: 2}']
+    python -m jaxrl.render --run-dir DIR --out match.gif [--step S] [--stage N] [--member M]
+        [--seconds 20] [--fps 15] [--seed 0] [--stochastic] [--env-kwargs '{blue_size: 2}']
+    python -m jaxrl.render --rule-policy --out rule.gif [--seconds 20] [--fps 15] [--seed 0]
+        [--env-kwargs '{blue_size: 2}']
 
-Both go through the shared match step (:mod:`jaxrl.match`); with ``--rule-policy`` the
-learner's team plays the env's scripted RulePolicy.
+Both go through the shared match step (:mod:`jaxrl.play`); with ``--rule-policy`` the
+learner's team of a Soccer match plays the env's scripted RulePolicy.
 
-Only environments with a renderer are supported (``Soccer``, ``MettaArena``).
+Only environments that declare a renderer render (:class:`envs.protocols.RenderableEnv`:
+``Soccer``, ``MettaArena``).
 """
 
 from __future__ import annotations
@@ -17,30 +20,31 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import yaml
 
 import envs
+from envs import protocols
+from envs.protocols import Renderer
 from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import CheckpointError, PolicyState
+from jaxrl.checkpoint import CheckpointError
 from jaxrl.config import Config, ConfigError, EnvConfig
-from jaxrl.curriculum import stage_params
-from jaxrl.evaluate import eval_layout, eval_spec, load_policy
-from jaxrl.match import idle_plan, match_step, start_matches
-from jaxrl.setup import Setup, init_params, make_setup
-from jaxrl.types import RunningStats
-
-
-def unwrap_state(state: Any) -> Any:
-    """The innermost env state under the trainer's wrappers."""
-    while hasattr(state, "env_state"):
-        state = state.env_state
-    return state
+from jaxrl.match import MatchCarry
+from jaxrl.play import (
+    eval_layout,
+    eval_spec,
+    load_policy,
+    play_params,
+    play_plan,
+    play_steps,
+    policy_like,
+    scripted_kind,
+)
+from jaxrl.setup import Setup, make_setup
 
 
 def policy_states(
     setup: Setup,
-    policy: PolicyState,
+    policy: PolicyParams,
     env_params: Any,
     key: jax.Array,
     num_steps: int,
@@ -55,48 +59,27 @@ def policy_states(
     """
     layout = eval_layout(setup, 1)
     spec = eval_spec(setup, layout, deterministic)
-    plan = idle_plan(layout, env_params)
-    if opponent_kind is not None:
-        plan = plan.replace(opponent_kind=jnp.full((1,), opponent_kind, jnp.int32))
-    if learner_kind is not None:
-        plan = plan.replace(learner_kind=jnp.full((1,), learner_kind, jnp.int32))
-    key_reset, key_play = jax.random.split(key)
-    del key
-    learner = PolicyParams(params=policy.params, obs_stats=policy.obs_stats)
-    start = start_matches(spec, setup.network.initial_hidden, plan, key_reset)
+    plan = play_plan(layout, env_params, opponent_kind, learner_kind)
 
-    def body(carry, key):
-        carry, _ = match_step(spec, learner, plan, carry, key)
-        return carry, unwrap_state(carry.env_state)
+    def env_state(carry: MatchCarry) -> Any:
+        return jax.tree.map(lambda x: x[0], envs.unwrap_state(carry.env_state))
 
-    _, states = jax.lax.scan(body, start, jax.random.split(key_play, num_steps))
-    first = unwrap_state(start.env_state)
-    return jax.tree.map(lambda s0, s: jnp.concatenate([s0, s[:, 0]]), first, states)
+    return play_steps(spec, setup.network.initial_hidden, policy, plan, key, num_steps, env_state)
 
 
-def rule_policy_setup(overrides: dict) -> tuple[Setup, PolicyState]:
+def rule_policy_setup(overrides: dict) -> tuple[Setup, PolicyParams]:
     """A Soccer setup (tiny, unused network) for scripted play through the match step."""
     config = Config(env=EnvConfig(name="Soccer", num_envs=1, kwargs=overrides))
     setup = make_setup(config)
-    policy = PolicyState(
-        params=init_params(setup, jax.random.key(0)),
-        obs_stats=RunningStats.create(setup.obs_shape),
-    )
-    return setup, policy
+    return setup, policy_like(setup)
 
 
-def _renderer(env_name: str) -> tuple[Any, float]:
-    """``(renderer module, seconds per env step)`` of ``env_name`` (imported on demand)."""
-    if env_name == "Soccer":
-        from envs.soccer import render  # noqa: PLC0415
-        from envs.soccer.physics import STEP_DT  # noqa: PLC0415
-
-        return render, STEP_DT
-    if env_name == "MettaArena":
-        from envs.grid import render  # noqa: PLC0415
-
-        return render, render.STEP_DT
-    raise ConfigError(f"no renderer for {env_name} runs")
+def _renderer(setup: Setup) -> Renderer:
+    """The renderer the run's env declares (:class:`envs.protocols.RenderableEnv`)."""
+    render = protocols.renderer(setup.env)
+    if render is None:
+        raise ConfigError(f"no renderer for {setup.config.env.name} runs")
+    return render
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,12 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"--env-kwargs must be a mapping, got {args.env_kwargs!r}")
         key = jax.random.key(args.seed)
         if args.rule_policy:
-            render, step_dt = _renderer("Soccer")
-            num_steps = max(1, round(args.seconds / step_dt))
             setup, policy = rule_policy_setup(overrides)
+            render = _renderer(setup)
+            num_steps = max(1, round(args.seconds / render.STEP_DT))
             env_params = setup.env_params
             play = jax.jit(policy_states, static_argnums=(0, 4, 5))
-            rule = int(setup.env.scripted_kinds["rule"])
+            rule = scripted_kind(setup, "rule", flag="--rule-policy")
             states = play(setup, policy, env_params, key, num_steps, True, rule)
         else:
             setup, policy, step = load_policy(args.run_dir, args.step)
@@ -142,14 +125,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not 0 <= args.member < count:
                     raise ValueError(f"--member must be in 0..{count - 1}, got {args.member}")
                 policy = jax.tree.map(lambda x: x[args.member], policy)
-            render, step_dt = _renderer(setup.config.env.name)
-            num_steps = max(1, round(args.seconds / step_dt))
-            env_params = setup.env_params
-            if setup.curriculum is not None:
-                last = setup.curriculum.num_stages - 1
-                stage = last if args.stage is None else args.stage
-                env_params = stage_params(setup.curriculum, env_params, jnp.asarray(stage))
-            env_params = envs.override_params(env_params, overrides)
+            render = _renderer(setup)
+            num_steps = max(1, round(args.seconds / render.STEP_DT))
+            env_params = play_params(setup, args.stage, overrides, overrides_flag="--env-kwargs")
             play = jax.jit(policy_states, static_argnums=(0, 4, 5))
             states = play(setup, policy, env_params, key, num_steps, not args.stochastic)
         frames = render.render_frames(jax.device_get(states), env_params)

@@ -33,16 +33,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
+from envs import protocols
+from jaxrl import play
 from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import Checkpointer, CheckpointError, PolicyState
+from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.elo import bootstrap_elo, fit_elo
-from jaxrl.evaluate import eval_layout, eval_spec
-from jaxrl.match import NETWORK, MatchCarry, MatchPlan, match_step, start_matches
-from jaxrl.setup import Setup, init_params, make_setup
-from jaxrl.types import RunningStats
+from jaxrl.match import NETWORK, MatchPlan, MatchRecord
+from jaxrl.play import eval_layout, eval_spec, play_first_episodes, policy_like
+from jaxrl.setup import Setup, make_setup
 
 ANCHOR = "rule"
 ANCHOR_ELO = 1500.0
@@ -171,12 +171,9 @@ def load_players(
     """
     runs = _open_runs(run_dirs)
     setup = runs[0][0]
-    kinds = dict(setup.env.scripted_kinds)
+    kinds = dict(protocols.two_team(setup.env).scripted_kinds)  # _open_runs: a two-team env
     chosen = _select(runs, selectors, kinds)
-    like = PolicyState(
-        params=init_params(setup, jax.random.key(0)),
-        obs_stats=RunningStats.create(setup.obs_shape),
-    )
+    like = policy_like(setup)
     managers = {path: checkpointer for _, path, checkpointer, _ in runs}
     players, policies = [], []
     try:
@@ -205,8 +202,7 @@ def load_players(
     finally:
         for checkpointer in managers.values():
             checkpointer.close()
-    stacked = jax.tree.map(lambda *xs: jnp.stack(xs), *policies)
-    return setup, players, PolicyParams(params=stacked.params, obs_stats=stacked.obs_stats)
+    return setup, players, jax.tree.map(lambda *xs: jnp.stack(xs), *policies)
 
 
 def _order(source) -> tuple:
@@ -217,15 +213,6 @@ def _order(source) -> tuple:
 
 
 # ----------------------------------------------------------------------------- play
-
-
-class PairCarry(struct.PyTreeNode):
-    """State of one pairing's matches."""
-
-    match: MatchCarry
-    done: jax.Array  # [games] bool, the env's match has ended
-    result: jax.Array  # [3] float32, wins/draws/losses of the first player so far
-    key: jax.Array
 
 
 def play_pair(
@@ -261,28 +248,13 @@ def play_pair(
         learner_kind=jnp.full((games,), kinds[first], jnp.int32),
         side=(jnp.arange(games) >= games // 2).astype(jnp.int32),
     )
-    key_start, key_play = jax.random.split(key)
-    del key
 
-    def body(c: PairCarry) -> PairCarry:
-        key, key_step = jax.random.split(c.key)
-        match, record = match_step(spec, mine, plan, c.match, key_step)
-        finished = record.done & ~c.done
+    def fold(result: jax.Array, record: MatchRecord, finished: jax.Array) -> jax.Array:
         outcome = jnp.stack([record.outcome[name] for name in RESULTS], -1)  # [games, 3]
-        return PairCarry(
-            match=match,
-            done=c.done | finished,
-            result=c.result + jnp.where(finished[:, None], outcome, 0.0).sum(0),
-            key=key,
-        )
+        return result + jnp.where(finished[:, None], outcome, 0.0).sum(0)
 
-    init = PairCarry(
-        match=start_matches(spec, setup.network.initial_hidden, plan, key_start),
-        done=jnp.zeros((games,), bool),
-        result=jnp.zeros((len(RESULTS),), jnp.float32),
-        key=key_play,
-    )
-    return jax.lax.while_loop(lambda c: ~c.done.all(), body, init).result
+    result = jnp.zeros((len(RESULTS),), jnp.float32)
+    return play_first_episodes(spec, setup.network.initial_hidden, mine, plan, key, result, fold)
 
 
 def make_play_batch(setup: Setup, games: int, deterministic: bool):
@@ -308,11 +280,10 @@ def pair_key(seed: int, first: Player, second: Player, team_size: int) -> jax.Ar
 
 def with_team_size(setup: Setup, size: int) -> Any:
     """The first run's env params with ``size`` cars a side."""
-    if not hasattr(setup.env, "with_team_size"):
-        raise UsageError(f"--team-sizes: {setup.config.env.name} has no team sizes")
-    if not 1 <= size <= setup.layout.team_size:
-        raise UsageError(f"--team-sizes: {size} is not in 1..{setup.layout.team_size}")
-    return setup.env.with_team_size(setup.env_params, size)
+    try:
+        return play.with_team_size(setup, setup.env_params, size, flag="--team-sizes")
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 # ----------------------------------------------------------------------------- cache

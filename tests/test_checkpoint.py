@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import chex
 import jax
 import numpy as np
 
+from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import load_config
+from jaxrl.play import policy_like
 from jaxrl.setup import make_setup
 from jaxrl.train_step import init_run
 
@@ -27,7 +30,13 @@ def test_soccer_without_selfplay_round_trips(tmp_path):
     checkpointer = Checkpointer(tmp_path, keep=1)
     checkpointer.save(runner, {"env_steps": 0}, step=1)
     restored, meta = checkpointer.restore(runner)
+    policy, step = checkpointer.restore_policy(policy_like(setup), 1)
     checkpointer.close()
+    # The policy item restores as the one policy type, the runner's params and normaliser.
+    assert step == 1 and type(policy) is PolicyParams
+    chex.assert_trees_all_equal(
+        policy, PolicyParams(params=runner.params, obs_stats=runner.obs_stats)
+    )
     assert meta["update_step"] == 1
     want, tree = jax.tree.flatten(runner)
     got, tree_restored = jax.tree.flatten(restored)

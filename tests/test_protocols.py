@@ -111,14 +111,8 @@ def test_unwrap_state_reaches_the_env_state():
 
 # ---- no capability probes in jaxrl ----------------------------------------------------------
 
-# layout.py is converted to the protocols by its own owner; evaluate, render and tournament by
-# the play helper (jaxrl/play.py). Drop each from this set once it is.
-NOT_YET_CONVERTED = {
-    "jaxrl/layout.py",
-    "jaxrl/evaluate.py",
-    "jaxrl/render.py",
-    "jaxrl/tournament.py",
-}
+# Converted to the protocols by its own owner; drop it from this set once it is.
+NOT_YET_CONVERTED = {"jaxrl/layout.py"}
 
 
 def _protocol_members() -> set[str]:

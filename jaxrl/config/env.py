@@ -30,7 +30,7 @@ class BuiltEnv:
     self-play's two teams) receive this in their ``validate_env`` instead of building it again.
     """
 
-    env: Any  # the env object (envs.make), unwrapped
+    env: Any  # the env as envs.make returns it (without the trainer's wrappers)
     params: Any  # its EnvParams with env.kwargs applied: what stages and lanes override
 
 
