@@ -24,8 +24,8 @@ Both teams see the same mirrored egocentric observation, so any policy plays eit
 
 A two-team step is four small pure functions: :func:`learner_pass` (the learner's rows and
 the current-policy opponents' rows in one forward pass), :func:`opponent_actions` (scripted
-and network opponents), :func:`step_envs` (one vmapped env step) and
-:func:`league_bookkeeping` (the pool lanes' results and next draws).
+and network opponents), :func:`step_envs` (one vmapped env step) and the league's bookkeeping
+(:func:`jaxrl.league.lanes.bookkeeping`: the pool lanes' results and next draws).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from flax import struct
 from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act
 from jaxrl.layout import Layout, shard_rows
 from jaxrl.league import lanes as league_lanes
-from jaxrl.league.lanes import RESULT_NAMES, LaneCarry, LeagueTally
+from jaxrl.league.lanes import LaneCarry, LeagueTally
 
 FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
 NETWORK = -2  # opponent (or learner) kind: a network
@@ -487,51 +487,6 @@ def opponent_actions(
     return action.astype(jnp.int32), opp.replace(hidden_latest=hidden_latest, lanes=lanes)
 
 
-def league_bookkeeping(
-    layout: Layout,
-    plan: MatchPlan,
-    lanes: LaneCarry,
-    done: jax.Array,
-    kind: jax.Array,
-    outcome: dict[str, jax.Array],
-    key: jax.Array,
-) -> tuple[LaneCarry, LeagueTally | None, jax.Array]:
-    """The pool lanes after a step: results of pure matches, then the lanes' next draws.
-
-    Args:
-      layout: the batch.
-      plan: the plan (``lane_probs``).
-      lanes: the lanes' carry (hidden states already advanced).
-      done: ``[N]`` bool, the env's match ended this step.
-      kind: ``[N]`` int32, the opponent kind of each env this step.
-      outcome: ``{name: [N] float32}`` the learner's outcomes.
-      key: the lanes' draw key.
-
-    Returns:
-      ``(lanes, tally, opponent_first [N * S] bool)``: the new carry, this step's tally (None
-      without pool lanes) and which opponent rows start afresh (a new match, or a lane that
-      changed opponent).
-    """
-    first = jnp.repeat(done, layout.team_size)
-    if not layout.pool_lanes:
-        return lanes, None, first
-    count, lane_envs = layout.pool_lanes, layout.lane_envs
-    pool = slice(layout.pool_start, layout.pool_start + layout.pool_envs)
-    pool_done = done[pool].reshape(count, lane_envs)
-    networked = (kind[pool] == NETWORK).reshape(count, lane_envs)
-    pool_outcome = {name: outcome[name][pool].reshape(count, lane_envs) for name in RESULT_NAMES}
-    tally = league_lanes.pure_results(layout, lanes, pool_done, networked, pool_outcome)
-    lanes, switched = league_lanes.redraw_lanes(
-        layout, lanes, pool_done, networked, plan.lane_probs, key
-    )
-    lane_first = jnp.repeat(
-        jnp.broadcast_to(switched[:, None], (count, lane_envs)).reshape(-1), layout.team_size
-    )
-    rows = league_lanes.pool_rows(layout)
-    first = first.at[rows].set(first[rows] | lane_first)
-    return lanes, tally, first
-
-
 def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
     layout = spec.layout
     size = layout.team_size
@@ -551,8 +506,8 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         name: team_rows(value, side, own=True)[:, 0].astype(jnp.float32)
         for name, value in step.info.get("episode_outcome", {}).items()
     }
-    lanes, tally, opponent_first = league_bookkeeping(
-        layout, plan, opp.lanes, step.done, kind, outcome, keys.draw
+    lanes, tally, opponent_first = league_lanes.bookkeeping(
+        layout, opp.lanes, step.done, kind == NETWORK, outcome, plan.lane_probs, keys.draw
     )
     repeat = lambda x: jnp.repeat(x, size)  # noqa: E731 - [N] -> [N * S]
     record = MatchRecord(

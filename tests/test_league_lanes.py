@@ -15,6 +15,7 @@ from jaxrl.layout import Layout
 from jaxrl.league.groups import group_kinds, group_mask, group_sizes
 from jaxrl.league.lanes import (
     LaneCarry,
+    bookkeeping,
     empty_tally,
     group_actions,
     pool_rows,
@@ -22,7 +23,7 @@ from jaxrl.league.lanes import (
     redraw_lanes,
     start_lanes,
 )
-from jaxrl.match import NETWORK, idle_plan, league_bookkeeping
+from jaxrl.match import NETWORK
 
 RULE = 1
 NAMES = ("win", "draw", "loss")
@@ -158,20 +159,20 @@ def test_redraw_to_the_same_slot_does_not_restart():
 def _bookkeeping(lanes: int):
     layout = _layout(latest=1, rule=1, lanes=lanes, lane_envs=2, size=2)
     num_envs = layout.total_envs  # 4 training envs with a lane, 2 without; 1 evaluation env
-    plan = idle_plan(layout, _Params()).replace(lane_probs=jnp.asarray([0.0, 0.0, 0.0, 1.0]))
+    probs = jnp.asarray([0.0, 0.0, 0.0, 1.0])
     carry = _lanes([0] * lanes, np.ones((lanes, 2)), np.ones((lanes, 2)))
-    done = jnp.asarray([1, 0, 0, 1, 0][-num_envs:] if lanes else [1, 0, 1], bool)
-    kind = jnp.full((num_envs,), NETWORK, jnp.int32)
+    done = jnp.asarray([1, 0, 0, 1, 0] if lanes else [1, 0, 1], bool)
+    networked = jnp.ones((num_envs,), bool)
     outcome = {"win": jnp.ones((num_envs,)), "draw": jnp.zeros((num_envs,))}
     outcome["loss"] = jnp.zeros((num_envs,))
     return (
         layout,
         done,
-        league_bookkeeping(layout, plan, carry, done, kind, outcome, jax.random.key(0)),
+        bookkeeping(layout, carry, done, networked, outcome, probs, jax.random.key(0)),
     )
 
 
-def test_league_bookkeeping_restarts_the_rows_of_switched_lanes():
+def test_bookkeeping_restarts_the_rows_of_switched_lanes():
     _, _, (new, tally, first) = _bookkeeping(lanes=1)
     # Env 3 (the lane's second env) won a pure match against slot 0; the lane (all fresh)
     # drew slot 3, so both of its envs' opponent rows restart; env 0's because its match ended.
@@ -180,11 +181,7 @@ def test_league_bookkeeping_restarts_the_rows_of_switched_lanes():
     np.testing.assert_array_equal(first, [1, 1, 0, 0, 1, 1, 1, 1, 0, 0])
 
 
-def test_league_bookkeeping_without_lanes_restarts_finished_matches_only():
+def test_bookkeeping_without_lanes_restarts_finished_matches_only():
     layout, done, (new, tally, first) = _bookkeeping(lanes=0)
     assert tally is None and new.slot.shape == (0,)
     np.testing.assert_array_equal(first, np.repeat(np.asarray(done), layout.team_size))
-
-
-class _Params:
-    """Stands in for shared EnvParams (the bookkeeping never reads them)."""

@@ -198,3 +198,49 @@ def redraw_lanes(
         pure=jnp.where(done, True, jnp.where(switched[:, None], False, lanes.pure)),
     )
     return new, switched
+
+
+def bookkeeping(
+    layout: Layout,
+    lanes: LaneCarry,
+    done: jax.Array,
+    networked: jax.Array,
+    outcome: dict[str, jax.Array],
+    lane_probs: jax.Array,
+    key: jax.Array,
+) -> tuple[LaneCarry, LeagueTally | None, jax.Array]:
+    """The pool lanes after a match step: results of pure matches, then the next draws.
+
+    Args:
+      layout: the batch.
+      lanes: the lanes' carry (hidden states already advanced).
+      done: ``[N]`` bool, the env's match ended this step.
+      networked: ``[N]`` bool, the env's opponent this step was a network.
+      outcome: ``{win, draw, loss: [N] float32}`` the learner's outcomes (valid where done).
+      lane_probs: ``[K + 1]`` float32, the plan's distribution of a lane's next slot.
+      key: the lanes' draw key.
+
+    Returns:
+      ``(lanes, tally, opponent_first [N * S] bool)``: the new carry, this step's tally (None
+      without pool lanes) and which opponent rows start afresh (a new match, or a lane that
+      changed opponent).
+    """
+    first = jnp.repeat(done, layout.team_size)
+    if not layout.pool_lanes:
+        return lanes, None, first
+    count, lane_envs = layout.pool_lanes, layout.lane_envs
+    pool = slice(layout.pool_start, layout.pool_start + layout.pool_envs)
+
+    def per_lane(x):  # [N] -> [L, n] of the pool envs
+        return x[pool].reshape(count, lane_envs)
+
+    pool_done, pool_networked = per_lane(done), per_lane(networked)
+    pool_outcome = {name: per_lane(outcome[name]) for name in RESULT_NAMES}
+    tally = pure_results(layout, lanes, pool_done, pool_networked, pool_outcome)
+    lanes, switched = redraw_lanes(layout, lanes, pool_done, pool_networked, lane_probs, key)
+    lane_first = jnp.repeat(
+        jnp.broadcast_to(switched[:, None], (count, lane_envs)).reshape(-1), layout.team_size
+    )
+    rows = pool_rows(layout)
+    first = first.at[rows].set(first[rows] | lane_first)
+    return lanes, tally, first
