@@ -146,6 +146,9 @@ class MatchRecord(struct.PyTreeNode):
     episode_length: jax.Array  # [N] int32 (valid where done)
     outcome: dict  # {name: [N] float32} the learner team's episode outcome (valid where done)
     tally: Any  # the league's count of this step (LeagueTally, pool lanes), or None
+    # {name: [N * A] float32} the learner rows' weighted reward terms this step (envs that
+    # report info["reward_terms"]; empty otherwise)
+    reward_terms: dict = struct.field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- rows
@@ -368,6 +371,10 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
             for name, value in info.get("episode_outcome", {}).items()
         },
         tally=None,
+        reward_terms={
+            name: per_actor(layout, value, per_agent=value.ndim > 1).astype(jnp.float32)
+            for name, value in info.get("reward_terms", {}).items()
+        },
     )
     new_carry = MatchCarry(
         env_state=step.env_state,
@@ -523,6 +530,10 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         episode_length=step.info["episode_length"],
         outcome=outcome,
         tally=tally,
+        reward_terms={
+            name: mine_of(value).astype(jnp.float32)
+            for name, value in step.info.get("reward_terms", {}).items()
+        },
     )
     new_carry = MatchCarry(
         env_state=step.env_state,

@@ -57,6 +57,10 @@ class RolloutSpec(Protocol):
         """Keys of the env's ``info["episode_outcome"]``."""
 
     @property
+    def reward_term_names(self) -> tuple[str, ...]:
+        """Keys of the env's ``info["reward_terms"]`` (empty if it reports none)."""
+
+    @property
     def num_steps(self) -> int:
         """``T``: steps per rollout."""
 
@@ -84,6 +88,7 @@ class RolloutOutput(struct.PyTreeNode):
     start_hidden: Any  # [C, B, ...] learner carry at the start of each chunk of L steps
     sums: EpisodeSums  # [N] finished episodes per env (training and evaluation envs)
     tally: Any  # the match step's per-step tallies summed (the league's), or None
+    reward_terms: dict  # {name: [N] float32} each reward term summed over the rollout, per env
     obs_stats: RunningStats  # the learner's normaliser after the rollout
     step_stats: Any  # RunningStats [T, *obs_shape]: the moments each step acted with, or None
 
@@ -109,6 +114,24 @@ def add_episodes(sums: EpisodeSums, record: MatchRecord, actors_per_env: int) ->
             name: total + record.outcome[name] * done for name, total in sums.outcome_sums.items()
         },
     )
+
+
+def add_reward_terms(totals: dict, record: MatchRecord, actors_per_env: int) -> dict:
+    """``totals`` (``{name: [N]}``) plus this step's reward terms of the learner's active rows.
+
+    Summed over every step, not per episode: divided by the episodes that end in the same
+    updates, it is the per-episode sum of each term in the long run (and exactly so when
+    episodes begin and end with the rollouts).
+    """
+    out = {}
+    for name, total in totals.items():
+        term = record.reward_terms[name]
+        if record.mask is not None:
+            term = jnp.where(record.mask, term, 0.0)
+        if actors_per_env > 1 or record.mask is not None:
+            term = term.reshape(-1, actors_per_env).sum(-1)  # [N * A] -> [N]
+        out[name] = total + term
+    return out
 
 
 def transition_of(
@@ -179,7 +202,7 @@ def rollout(
     keys = jax.tree.map(lambda k: k.reshape((num_steps // chunk, chunk) + k.shape[1:]), keys)
 
     def step(state, step_key):
-        carry, stats, sums, tally = state
+        carry, stats, sums, tally, terms = state
         obs = carry.obs[:train_rows]
         if enabled:  # the training rows only: evaluation lanes never change training
             stats = update_stats(stats, obs, layout.axis)
@@ -188,8 +211,9 @@ def rollout(
         )
         sums = add_episodes(sums, record, layout.actors_per_env)
         tally = jax.tree.map(jnp.add, tally, record.tally)
+        terms = add_reward_terms(terms, record, layout.actors_per_env)
         transition = transition_of(spec, params, stats, obs, record)
-        return (carry, stats, sums, tally), (transition, stats if enabled else None)
+        return (carry, stats, sums, tally, terms), (transition, stats if enabled else None)
 
     def run_chunk(state, chunk_keys):
         start_hidden = jax.tree.map(lambda h: h[:train_rows], state[0].hidden)
@@ -199,8 +223,10 @@ def rollout(
         return state, (transitions, step_stats, start_hidden)
 
     sums = EpisodeSums.zeros(layout.total_envs, spec.outcome_names)
-    (carry, stats, sums, tally), (transitions, step_stats, start_hidden) = jax.lax.scan(
-        run_chunk, (carry, obs_stats, sums, empty_tally(spec.match)), keys
+    terms = {name: jnp.zeros((layout.total_envs,), jnp.float32) for name in spec.reward_term_names}
+    state = (carry, obs_stats, sums, empty_tally(spec.match), terms)
+    (carry, stats, sums, tally, terms), (transitions, step_stats, start_hidden) = jax.lax.scan(
+        run_chunk, state, keys
     )
     steps_first = lambda x: x.reshape((num_steps,) + x.shape[2:])  # noqa: E731 - [C, L] -> [T]
     transitions = jax.tree.map(steps_first, transitions)
@@ -209,6 +235,7 @@ def rollout(
         start_hidden=start_hidden,
         sums=sums,
         tally=tally,
+        reward_terms=terms,
         obs_stats=stats,
         step_stats=jax.tree.map(steps_first, step_stats),
     )

@@ -63,6 +63,7 @@ class Setup:
     members: Members  # seeds and sweep points trained together (vmapped when more than one)
     mesh: Any  # jax Mesh over the devices the env batch is sharded over; None on one device
     update_spec: UpdateSpec  # what the PPO update needs (network, optimizer, epochs)
+    reward_term_names: tuple[str, ...] = ()  # keys of the env's info["reward_terms"], if any
 
     # What the rollout reads (jaxrl.rollout.RolloutSpec), from the config.
     @property
@@ -229,6 +230,7 @@ def make_setup(config: Config) -> Setup:
         action_shape=action_shape,
         compute_dtype=jnp.dtype(dtype),
         outcome_names=names,
+        reward_term_names=reward_term_names(env, env_params),
         layout=layout,
         policy=policy,
         match=MatchSpec(
@@ -270,6 +272,12 @@ def init_params(setup: Setup, key: jax.Array) -> Any:
         jnp.zeros((1, 1) + setup.obs_shape, jnp.float32),
         jnp.ones((1, 1), bool),
     )
+
+
+def reward_term_names(env: Any, env_params: Any) -> tuple[str, ...]:
+    """Keys of ``info["reward_terms"]`` (traced abstractly, no compute)."""
+    _, (*_, info) = envs.abstract_step(env, env_params)
+    return tuple(sorted(info.get("reward_terms", {})))
 
 
 def outcome_names(env: Any, env_params: Any) -> tuple[str, ...]:

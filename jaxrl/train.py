@@ -60,8 +60,9 @@ from jaxrl.logger import (
     chunk_scalars,
     wandb_available,
 )
+from jaxrl.pbt import summary as pbt_summary
 from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_run, make_train_step
+from jaxrl.train_step import init_run, make_train_step, pbt_spec
 from jaxrl.types import RunnerState
 
 
@@ -277,6 +278,9 @@ def run_summary(
             + ", ".join(members.names[:4])
             + (", ..." if members.count > 4 else "")
         )
+    population = pbt_spec(setup)
+    if population is not None:
+        lines += [f"  {line}" for line in pbt_summary(population)]
     layout = setup.layout
     if layout.two_team:
         lines.append(

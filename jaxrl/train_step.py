@@ -7,6 +7,11 @@ per run; the host only sees the reduced scalar metrics between chunks.
 The features of the run (:mod:`jaxrl.features`: curriculum, self-play, evaluation lanes)
 are folded in generically: each edits the plan before the rollout, updates its own state
 after the PPO update and declares its metrics; the train step knows none of them by name.
+
+Population-based training (:mod:`jaxrl.pbt`, ``pbt:``) acts on the whole population, so it
+runs between the vmapped updates of the members: the chunk is a scan of (every member's
+update, then the PBT step), and PBT's per-member state is carried as ``features["pbt"]``
+(checkpointed as its own item, never copied from a parent).
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
+from jaxrl import pbt
 from jaxrl.acting import value_of
+from jaxrl.config import ConfigError
 from jaxrl.distributed import replicate
 from jaxrl.features import UpdateResult, masked_sums
 from jaxrl.gae import bootstrap_values, gae
-from jaxrl.hyper import Hyper, base_hyper
+from jaxrl.hyper import Hyper, base_hyper, member_env_params
 from jaxrl.layout import sum_over_devices
 from jaxrl.losses import Minibatch
 from jaxrl.match import MatchPlan, idle_plan, start_matches
@@ -35,10 +42,14 @@ from jaxrl.setup import Setup, current_learning_rate, init_params
 from jaxrl.types import RunnerState, RunningStats
 
 LOSS_TAGS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+PBT = "pbt"  # the features entry of PBT's per-member state (and its checkpoint item)
 
 
-def core_metric_specs(outcome_names: tuple[str, ...]) -> tuple[MetricSpec, ...]:
-    """The PPO core's metrics: losses, optimiser figures, training episodes."""
+def core_metric_specs(
+    outcome_names: tuple[str, ...], reward_term_names: tuple[str, ...] = ()
+) -> tuple[MetricSpec, ...]:
+    """The PPO core's metrics: losses, optimiser figures, training episodes and, for an env
+    that reports ``info["reward_terms"]``, each term per episode (``rollout/reward/<term>``)."""
     return (
         *(MetricSpec(f"train/{name}") for name in LOSS_TAGS),
         MetricSpec("train/explained_variance"),
@@ -50,20 +61,23 @@ def core_metric_specs(outcome_names: tuple[str, ...]) -> tuple[MetricSpec, ...]:
         MetricSpec("rollout/episode_length"),
         MetricSpec("rollout/episodes", "sum"),
         *(MetricSpec(f"rollout/outcome/{name}") for name in outcome_names),
+        *(MetricSpec(f"rollout/reward/{name}") for name in reward_term_names),
     )
 
 
 def metric_specs(setup: Setup) -> tuple[MetricSpec, ...]:
     """Every metric a chunk returns: the core's, then each feature's declarations."""
-    specs = core_metric_specs(setup.outcome_names)
+    specs = core_metric_specs(setup.outcome_names, setup.reward_term_names)
     for feature in setup.features:
         specs += feature.metric_specs()
     return specs
 
 
-def make_plan(setup: Setup, feature_states: dict) -> MatchPlan:
-    """The plan of the next rollout: the run's env params, edited by each feature in turn."""
-    plan = idle_plan(setup.layout, setup.env_params)
+def make_plan(setup: Setup, feature_states: dict, hyper: Hyper | None = None) -> MatchPlan:
+    """The plan of the next rollout: the run's env params with the member's own values of
+    those that vary per member (``hyper.env``), edited by each feature in turn."""
+    env_params = setup.env_params if hyper is None else member_env_params(setup.env_params, hyper)
+    plan = idle_plan(setup.layout, env_params)
     for feature in setup.features:
         plan = feature.plan(feature_states[feature.name], plan)
     return plan
@@ -83,7 +97,8 @@ def init_runner_state(
     params = init_params(setup, key_params) if params is None else params
     obs_stats = RunningStats.create(setup.obs_shape)
     features = {f.name: f.init(params, obs_stats) for f in setup.features}
-    plan = make_plan(setup, features)
+    hyper = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hyper)
+    plan = make_plan(setup, features, hyper)
     return RunnerState(
         params=params,
         opt_state=setup.optimizer.init(params),
@@ -94,7 +109,7 @@ def init_runner_state(
         nonfinite_streak=jnp.zeros((), jnp.int32),
         nonfinite_total=jnp.zeros((), jnp.int32),
         features=features,
-        hyper=jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hyper),
+        hyper=hyper,
     )
 
 
@@ -115,20 +130,56 @@ def init_run(setup: Setup) -> RunnerState:
     # Params outside the sharded init: XLA:CPU deadlocked running the orthogonal
     # initialiser's batched QR on two devices at once (jax 0.10.2).
     params = jax.jit(jax.vmap(lambda k: member_params(setup, k)))(keys)
+    spec = pbt_spec(setup)
+    population = None if spec is None else pbt.init_population(spec, members.seeds)
     if setup.mesh is None:
-        return (
+        runner = (
             jax.jit(init)(keys, hypers, params) if members.count > 1 else init(keys, hypers, params)
         )
-    sharded = jax.shard_map(
-        lambda key_data, h, p: init(jax.random.wrap_key_data(key_data), h, p),
-        mesh=setup.mesh,
-        in_specs=(P(), P(), P()),
-        out_specs=runner_specs(setup),
-        check_vma=False,  # see make_train_step
-    )
-    # Replicated over the mesh from host values: the mesh may span several processes.
-    inputs = replicate((jax.random.key_data(keys), hypers, params), setup.mesh)
-    return jax.jit(sharded)(*inputs)
+    else:
+        specs = runner_specs(setup)
+        sharded = jax.shard_map(
+            lambda key_data, h, p: init(jax.random.wrap_key_data(key_data), h, p),
+            mesh=setup.mesh,
+            in_specs=(P(), P(), P()),
+            out_specs=specs.replace(features=_without_pbt(specs.features)),
+            check_vma=False,  # see make_train_step
+        )
+        # Replicated over the mesh from host values: the mesh may span several processes.
+        inputs = replicate((jax.random.key_data(keys), hypers, params), setup.mesh)
+        runner = jax.jit(sharded)(*inputs)
+        if population is not None:
+            data = population.replace(key=jax.random.key_data(population.key))
+            data = replicate(data, setup.mesh)  # keys as data: replicate reads host arrays
+            population = data.replace(key=jax.random.wrap_key_data(data.key))
+    if population is None:
+        return runner
+    return runner.replace(features={**runner.features, PBT: population})
+
+
+def pbt_spec(setup: Setup) -> pbt.PBTSpec | None:
+    """The run's population-based training (None without ``pbt:``).
+
+    Raises:
+      ConfigError: ``pbt.metric`` names a tag no part of the train step declares.
+    """
+    config = setup.config
+    try:
+        return pbt.make_spec(
+            config.pbt,
+            num_members=setup.members.count,
+            num_updates=config.num_updates,
+            metric_tags=[spec.tag for spec in metric_specs(setup)],
+            sweep=config.sweep,
+            copied_features=tuple(feature.name for feature in setup.features),
+            max_nonfinite=config.train.max_nonfinite_updates,
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+
+
+def _without_pbt(features: dict) -> dict:
+    return {name: state for name, state in features.items() if name != PBT}
 
 
 def member_params(setup: Setup, key: jax.Array):
@@ -148,12 +199,17 @@ def runner_specs(setup: Setup) -> RunnerState:
     )
     runner = jax.eval_shape(lambda: init_runner_state(unsharded, jax.random.key(0)))
     specs = jax.tree.map(lambda _: P(), runner)
-    return specs.replace(match=jax.tree.map(lambda _: P(*lead, axis), runner.match))
+    specs = specs.replace(match=jax.tree.map(lambda _: P(*lead, axis), runner.match))
+    spec = pbt_spec(setup)
+    if spec is None:
+        return specs
+    population = jax.eval_shape(lambda: pbt.init_population(spec, setup.members.seeds))
+    return specs.replace(features={**specs.features, PBT: jax.tree.map(lambda _: P(), population)})
 
 
 def restart_matches(setup: Setup, runner: RunnerState, key: jax.Array) -> RunnerState:
     """Every env starts a new episode under the plan of ``runner``'s feature states."""
-    plan = make_plan(setup, runner.features)
+    plan = make_plan(setup, runner.features, runner.hyper)
     return runner.replace(match=start_matches(setup.match, setup.network.initial_hidden, plan, key))
 
 
@@ -223,8 +279,8 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
     """
     layout = setup.layout
     key, key_rollout, key_epochs, key_reset = jax.random.split(runner.key, 4)
-    plan = make_plan(setup, runner.features)
     hyper = runner.hyper
+    plan = make_plan(setup, runner.features, hyper)
 
     match, out = rollout(setup, runner.params, runner.obs_stats, plan, runner.match, key_rollout)
     traj = out.transitions
@@ -299,6 +355,8 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
     train_envs = np.zeros(layout.total_envs, bool)
     train_envs[: layout.num_envs] = True
     sums = masked_sums(out.sums, jnp.asarray(train_envs), layout.axis)
+    # Each term's total over the training envs' steps, per training episode that ended.
+    terms = masked_sums(out.reward_terms, jnp.asarray(train_envs), layout.axis)
     metrics = {
         **{f"train/{name}": Scalar.of(getattr(steps.loss, name).mean()) for name in LOSS_TAGS},
         "train/explained_variance": Scalar.of(explained_variance(traj.value, targets, layout.axis)),
@@ -312,6 +370,9 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
         **{
             f"rollout/outcome/{name}": mean_of(outcome_sum, sums.matches)
             for name, outcome_sum in sums.outcome_sums.items()
+        },
+        **{
+            f"rollout/reward/{name}": mean_of(total, sums.episodes) for name, total in terms.items()
         },
         **feature_metrics,
     }
@@ -337,17 +398,65 @@ def train_chunk(setup: Setup, runner: RunnerState) -> tuple[RunnerState, dict[st
     return runner, reduce_packed(metric_specs(setup), metrics)
 
 
+def population_update(
+    setup: Setup, spec: pbt.PBTSpec, runner: RunnerState
+) -> tuple[RunnerState, tuple[Scalar, Scalar]]:
+    """Every member's guarded update (vmapped), then the PBT step on the population.
+
+    Returns the runner (leaves ``[R, ...]``) and the packed metrics ``[R, M]`` of the
+    update and of PBT.
+    """
+    population = runner.features[PBT]
+    members = runner.replace(features=_without_pbt(runner.features))
+    before = members.update_step
+    members, packed = jax.vmap(lambda r: guarded_update(setup, r))(members)
+    population, members, metrics = pbt.population_step(
+        spec,
+        population,
+        members,
+        members.update_step > before,
+        packed,
+        replica_axis=setup.layout.axis,
+    )
+    runner = members.replace(features={**members.features, PBT: population})
+    return runner, (packed, pack(pbt.metric_specs(members.hyper), metrics))
+
+
+def train_population_chunk(
+    setup: Setup, spec: pbt.PBTSpec, runner: RunnerState
+) -> tuple[RunnerState, dict[str, jax.Array]]:
+    """:func:`train_chunk` for a population with PBT: metrics ``[R]`` per tag, PBT's too."""
+    runner, (packed, pbt_packed) = jax.lax.scan(
+        lambda r, _: population_update(setup, spec, r),
+        runner,
+        None,
+        length=setup.config.chunk_updates,
+    )
+
+    def per_member(specs, stacked):  # [K, R, M] -> {tag: [R]}
+        return jax.vmap(lambda p: reduce_packed(specs, p), in_axes=1)(stacked)
+
+    pbt_specs = pbt.metric_specs(runner.hyper)
+    return runner, {**per_member(metric_specs(setup), packed), **per_member(pbt_specs, pbt_packed)}
+
+
 def make_train_step(
     setup: Setup,
 ) -> Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array]]]:
     """The jitted chunk function; the runner state passed in is donated.
 
     With several members (seeds, sweep points) it is vmapped over their leading ``[R]``
-    axis, and every metric is ``[R]``. With a mesh it is a ``shard_map`` over the devices.
+    axis, and every metric is ``[R]``; with PBT the scan runs over the vmapped update and
+    the PBT step (:func:`train_population_chunk`). With a mesh it is a ``shard_map`` over
+    the devices.
     """
-    chunk = lambda runner: train_chunk(setup, runner)  # noqa: E731
-    if setup.members.count > 1:
-        chunk = jax.vmap(chunk)
+    spec = pbt_spec(setup)
+    if spec is not None:
+        chunk = lambda runner: train_population_chunk(setup, spec, runner)  # noqa: E731
+    elif setup.members.count > 1:
+        chunk = jax.vmap(lambda runner: train_chunk(setup, runner))
+    else:
+        chunk = lambda runner: train_chunk(setup, runner)  # noqa: E731
     if setup.mesh is not None:
         # Every device runs the chunk on its envs; gradients, normaliser moments and episode
         # totals are summed over devices inside, so the outputs are the same everywhere.

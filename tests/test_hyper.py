@@ -277,3 +277,16 @@ def test_each_member_plays_under_its_own_env_values():
     for m, weight in enumerate(TIME_WEIGHTS):
         np.testing.assert_array_equal(time_term[m][active[m]], np.float32(weight))
         np.testing.assert_array_equal(time_term[m][~active[m]], 0.0)
+
+
+def test_env_sweep_members_train_under_their_own_values(tmp_path):
+    """CartPole's time limit swept in one program: each member's episodes end by its own."""
+    config = _config(SMALL + ["sweep={env.kwargs.max_steps_in_episode: [10, 40]}"])
+    result = train(config, tmp_path / "run", quiet=True)
+    assert make_members(config).names == (
+        "max_steps_in_episode=10-seed0",
+        "max_steps_in_episode=40-seed0",
+    )
+    lengths = np.array([row["rollout/episode_length"] for row in result.history])  # [chunks, 2]
+    assert (lengths[:, 0] <= 10).all() and (lengths[:, 1] > 10).all(), lengths
+    np.testing.assert_array_equal(result.runner.hyper.env["max_steps_in_episode"], [10, 40])

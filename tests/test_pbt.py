@@ -15,10 +15,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import pbt
+from jaxrl import pbt, plot
+from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import BoundsConfig, ConfigError, PBTConfig, load_config
 from jaxrl.hyper import Hyper
 from jaxrl.metrics import Scalar
+from jaxrl.setup import make_setup
+from jaxrl.train import train
+from jaxrl.train_step import init_run, pbt_spec, train_population_chunk
 from jaxrl.types import RunnerState, RunningStats
 
 REPO = Path(__file__).resolve().parents[1]
@@ -433,3 +437,130 @@ def test_sharded_population_on_two_devices():
 if __name__ == "__main__" and sys.argv[1:] == ["--sharded"]:
     sys.path.insert(0, str(REPO))
     _sharded_matches_unsharded()
+
+
+# ---- PBT in the train step -------------------------------------------------------------------
+
+# CartPole, 4 members, 6 updates in chunks of 2; PBT fires at updates 2 and 4 (the ends of
+# chunks 1 and 2, where checkpoints are saved). One minibatch of one epoch per update, so a
+# 2-device run takes the same gradient steps.
+PBT_RUN = [
+    "env.num_envs=4",
+    "ppo.num_steps=16",
+    "ppo.update_epochs=1",
+    "ppo.num_minibatches=1",
+    "network.hidden_sizes=[8]",
+    "train.total_steps=384",
+    "train.updates_per_chunk=2",
+    "train.progress_bar=false",
+    "checkpoint.every_updates=2",
+    "checkpoint.keep=5",
+    "train.num_seeds=4",
+    "pbt.every_updates=2",
+    "pbt.hyperparameters={ppo.lr: {min: 1e-5, max: 1e-2, log: true}, "
+    "ppo.ent_coef: {min: 0.0, max: 0.1}}",
+]
+
+
+@pytest.fixture(scope="module")
+def pbt_train(tmp_path_factory):
+    """The PBT run, trained by :func:`jaxrl.train.train`."""
+    config = load_config(REPO / "configs" / "cartpole.yaml", PBT_RUN)
+    return train(config, tmp_path_factory.mktemp("pbt_train") / "run", quiet=True)
+
+
+@pytest.fixture(scope="module")
+def pbt_like(pbt_train):
+    """The run's setup and a runner state shaped like its checkpoints (one init, reused)."""
+    setup = make_setup(load_config(pbt_train.run_dir / "config.yaml"))
+    return setup, init_run(setup)
+
+
+def _restore(run_dir: Path, like: RunnerState, step: int | None = None) -> RunnerState:
+    checkpointer = Checkpointer(run_dir, create=False)
+    try:
+        return checkpointer.restore(like, step)[0]
+    finally:
+        checkpointer.close()
+
+
+def _bits(tree):
+    """Every leaf as a numpy array (typed keys as their data), for bit-for-bit comparisons."""
+
+    def as_data(x):
+        typed = jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+        return jax.random.key_data(x) if typed else x
+
+    return [np.asarray(x) for x in jax.tree.leaves(jax.tree.map(as_data, tree))]
+
+
+def test_lineage_and_values_are_logged_per_member(pbt_train):
+    runs = {
+        m: plot.read_scalars(pbt_train.run_dir / m) for m in ("seed0", "seed1", "seed2", "seed3")
+    }
+    for series in runs.values():
+        for tag in ("pbt/parent", "pbt/generation", "pbt/replaced", "hyper/ppo.lr"):
+            np.testing.assert_array_equal(series[tag].steps, [128, 256, 384])
+        np.testing.assert_array_equal(series["pbt/events"].values, [1, 1, 0])  # updates 2, 4
+    replaced = np.array([series["pbt/replaced"].values for series in runs.values()])  # [R, 3]
+    np.testing.assert_array_equal(replaced.sum(0), [1, 1, 0])  # the bottom 1 of 4, each time
+    child = int(replaced[:, 0].argmax())
+    parent = int(runs[f"seed{child}"]["pbt/parent"].values[0])
+    assert parent != child and runs[f"seed{child}"]["pbt/generation"].values[0] == 1
+    first = pbt_train.history[0]
+    assert first["pbt/parent"][child] == parent and first["pbt/replaced"][child] == 1
+
+
+def test_children_hold_their_parents_weights_after_the_event(pbt_train, pbt_like):
+    runner = _restore(
+        pbt_train.run_dir, pbt_like[1], 2
+    )  # saved at the end of update 2, PBT's first event
+    population = runner.features["pbt"]
+    child = int(np.flatnonzero(np.asarray(population.generation))[0])
+    parent = int(population.parent[child])
+    row = lambda tree, m: jax.tree.map(lambda x: np.asarray(x)[m], tree)  # noqa: E731
+    for name in ("params", "opt_state", "obs_stats"):
+        chex.assert_trees_all_equal(
+            row(getattr(runner, name), child), row(getattr(runner, name), parent)
+        )
+    assert not np.array_equal(runner.match.obs[child], runner.match.obs[parent])  # own envs
+    lr = np.asarray(runner.hyper.lr)
+    assert lr[child] in (lr[parent] * np.float32(0.8), lr[parent] * np.float32(1.25))
+
+
+def test_chunks_resume_bit_exact_and_never_retrace_when_pbt_fires(pbt_train, pbt_like):
+    setup, like = pbt_like
+    spec = pbt_spec(setup)
+    chunk = jax.jit(chex.assert_max_traces(lambda r: train_population_chunk(setup, spec, r), n=1))
+    runner = _restore(pbt_train.run_dir, like, 2)
+    runner, metrics = chunk(runner)  # updates 3 and 4: PBT fires at 4
+    assert float(metrics["pbt/events"][0]) == 1
+    for got, saved in zip(_bits(runner), _bits(_restore(pbt_train.run_dir, like, 4)), strict=True):
+        np.testing.assert_array_equal(got, saved)
+    runner, _ = chunk(runner)  # updates 5 and 6, the same trace
+    for got, final in zip(_bits(runner), _bits(pbt_train.runner), strict=True):
+        np.testing.assert_array_equal(got, final)
+
+
+def test_pbt_on_two_devices_makes_the_one_device_decisions(pbt_train, pbt_like, tmp_path):
+    """The envs sharded over 2 devices (members replicated): same copies, same weights."""
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2", "JAX_PLATFORMS": "cpu"}
+    args = ["--config", "configs/cartpole.yaml", *PBT_RUN, "mesh.devices=2"]
+    result = subprocess.run(
+        [sys.executable, "-m", "jaxrl.train", *args, "--run-dir", str(run_dir), "--quiet"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    two = _restore(run_dir, pbt_like[1])  # a 2-device checkpoint restores on one device
+    one = pbt_train.runner
+    for name in ("parent", "generation"):
+        np.testing.assert_array_equal(
+            getattr(two.features["pbt"], name), getattr(one.features["pbt"], name)
+        )
+    chex.assert_trees_all_equal(two.hyper, one.hyper)
+    chex.assert_trees_all_close(two.params, one.params, atol=1e-5, rtol=0)
