@@ -111,9 +111,6 @@ def test_unwrap_state_reaches_the_env_state():
 
 # ---- no capability probes in jaxrl ----------------------------------------------------------
 
-# Converted to the protocols by its own owner; drop it from this set once it is.
-NOT_YET_CONVERTED = {"jaxrl/layout.py"}
-
 
 def _protocol_members() -> set[str]:
     names = {"env_state", "unwrapped"}
@@ -165,18 +162,10 @@ def test_jaxrl_asks_the_protocols_instead_of_probing():
     probes = {}
     for path in sorted((ROOT / "jaxrl").rglob("*.py")):
         rel = path.relative_to(ROOT).as_posix()
-        if rel in NOT_YET_CONVERTED:
-            continue
         found = env_probes(path.read_text(), members)
         if found:
             probes[rel] = found
     assert probes == {}
-
-
-def test_not_yet_converted_files_exist():
-    """The exclusion list names real files (a renamed one must leave the list)."""
-    for rel in NOT_YET_CONVERTED:
-        assert (ROOT / rel).is_file(), rel
 
 
 def test_frames_render_from_states():
