@@ -475,9 +475,12 @@ def population_step(
         own = my_rows(jnp.arange(spec.num_members, dtype=jnp.int32), axis, local)
         return state, runner, PBTEvent(source=own, replaced=jnp.zeros((local,), bool))
 
-    state, runner, event = jax.lax.cond(
-        fire, lambda s, r: exploit_explore(spec, s, r, axis), skip, state, runner
+    # Env states and keys stay out of the cond: never copied, they need not pass through it.
+    copied = _copied_fields(runner)
+    state, copied, event = jax.lax.cond(
+        fire, lambda s, r: exploit_explore(spec, s, r, axis), skip, state, copied
     )
+    runner = copied.replace(match=runner.match, key=runner.key)
     weight = ran.astype(jnp.float32)
     of = lambda x: Scalar(value=jnp.asarray(x, jnp.float32), weight=weight)  # noqa: E731
     first = jax.vmap(lambda s: score(spec, s))(state.smoothed)[:, 0]
