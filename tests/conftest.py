@@ -2,12 +2,43 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+# One XLA compilation cache for the whole test session, shared by xdist workers and by the
+# CLI subprocesses the tests start (they inherit the environment variable). Many tests
+# compile the same tiny programs (the same config in several files, a CLI run of a program a
+# fixture compiled in-process); with the cache, each is compiled once. The cache is keyed by
+# the optimized program, the compile options and the backend, so a hit is the same
+# executable. Only compiles of at least 1 s are stored (JAX's default threshold).
+CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
+_OWN_CACHE: list[str] = []  # the directory this process made (removed at the end)
+
+
+def pytest_configure(config):
+    """Point JAX (this process and every child) at the session's compilation cache."""
+    del config
+    if not os.environ.get(CACHE_ENV):  # the xdist controller, or a plain single-process run
+        os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="jaxrl-test-xla-cache-")
+        _OWN_CACHE.append(os.environ[CACHE_ENV])
+    import jax  # noqa: PLC0415 - after the environment is set
+
+    jax.config.update("jax_compilation_cache_dir", os.environ[CACHE_ENV])
+
+
+def pytest_unconfigure(config):
+    """Remove the cache this process made (workers leave it to the controller)."""
+    del config
+    for path in _OWN_CACHE:
+        shutil.rmtree(path, ignore_errors=True)
+
 
 NUM_ENVS = 8
 STEPS = 16
