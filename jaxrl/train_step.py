@@ -130,6 +130,9 @@ def init_run(setup: Setup) -> RunnerState:
     # Params outside the sharded init: XLA:CPU deadlocked running the orthogonal
     # initialiser's batched QR on two devices at once (jax 0.10.2).
     params = jax.jit(jax.vmap(lambda k: member_params(setup, k)))(keys)
+    # Nothing else runs until the batched QR is done: a program dispatched beside it (PBT's
+    # key folds, say) took the CPU pool's threads the QR kernels wait for, and both hung.
+    params = jax.block_until_ready(params)
     spec = pbt_spec(setup)
     population = None if spec is None else pbt.init_population(spec, members.seeds)
     if setup.mesh is None:
