@@ -29,11 +29,6 @@ class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete or does not match the config."""
 
 
-# The one policy type is acting.PolicyParams; this name stays only for the callers that still
-# import it from here (tests/test_selfplay.py), and goes when they import PolicyParams.
-PolicyState = PolicyParams
-
-
 def _is_key(x: Any) -> bool:
     return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -38,6 +39,27 @@ def pytest_unconfigure(config):
     del config
     for path in _OWN_CACHE:
         shutil.rmtree(path, ignore_errors=True)
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cpu_devices_env(devices: int) -> dict[str, str]:
+    """The environment of a child process that sees ``devices`` virtual CPU devices
+    (``JAX_NUM_CPU_DEVICES`` is read when JAX starts, so multi-device runs are children)."""
+    return {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu"}
+
+
+def run_on_cpu_devices(argv: list[str], devices: int, timeout: int) -> subprocess.CompletedProcess:
+    """``python *argv`` from the repository root on ``devices`` CPU devices, output captured."""
+    return subprocess.run(
+        [sys.executable, *argv],
+        cwd=REPO,
+        env=cpu_devices_env(devices),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 NUM_ENVS = 8

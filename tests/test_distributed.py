@@ -8,7 +8,6 @@ gradient steps; the 1-device run is this test process's own (one CPU device).
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -23,6 +22,7 @@ from jaxrl.config import load_config
 from jaxrl.distributed import Cluster, DistributedError, cluster_from_flags, detect
 from jaxrl.evaluate import load_policy
 from jaxrl.train import train
+from tests.conftest import cpu_devices_env, run_on_cpu_devices
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -43,11 +43,10 @@ TOLERANCE = 1e-5  # float32 sums in another order across devices
 
 
 def _run(args: list[str], devices: int) -> subprocess.Popen:
-    env = {**os.environ, "JAX_NUM_CPU_DEVICES": str(devices), "JAX_PLATFORMS": "cpu"}
     return subprocess.Popen(
         [sys.executable, "-m", "jaxrl.train", *args],
         cwd=REPO,
-        env=env,
+        env=cpu_devices_env(devices),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -176,15 +175,7 @@ print(len(leaves), differ, np.asarray(jax.device_get(runner.update_step)).tolist
 def test_league_state_is_identical_on_every_device(tmp_path):
     """Promotion, pool draws, PFSP counts, Elo, evaluation lanes and the normaliser decide on
     values reduced over the devices: every device holds the same replicated state."""
-    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2", "JAX_PLATFORMS": "cpu"}
-    proc = subprocess.run(
-        [sys.executable, "-c", _LEAGUE_CHILD, str(tmp_path / "run")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    proc = run_on_cpu_devices(["-c", _LEAGUE_CHILD, str(tmp_path / "run")], 2, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     leaves, differ, updates = proc.stdout.split(maxsplit=2)
     assert int(leaves) > 50 and int(differ) == 0

@@ -4,8 +4,6 @@ fires or not, and the same decisions with the members sharded over 2 devices."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -421,15 +419,9 @@ def _sharded_matches_unsharded() -> None:
 
 
 def test_sharded_population_on_two_devices():
-    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2", "JAX_PLATFORMS": "cpu"}
-    result = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--sharded"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    from tests.conftest import run_on_cpu_devices  # noqa: PLC0415 - this file is also a script
+
+    result = run_on_cpu_devices([str(Path(__file__).resolve()), "--sharded"], 2, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "sharded population OK" in result.stdout
 
@@ -545,16 +537,11 @@ def test_chunks_resume_bit_exact_and_never_retrace_when_pbt_fires(pbt_train, pbt
 def test_pbt_on_two_devices_makes_the_one_device_decisions(pbt_train, pbt_like, tmp_path):
     """The envs sharded over 2 devices (members replicated): same copies, same weights."""
     run_dir = tmp_path / "run"
-    env = {**os.environ, "JAX_NUM_CPU_DEVICES": "2", "JAX_PLATFORMS": "cpu"}
+    from tests.conftest import run_on_cpu_devices  # noqa: PLC0415 - this file is also a script
+
     args = ["--config", "configs/cartpole.yaml", *PBT_RUN, "mesh.devices=2"]
-    result = subprocess.run(
-        [sys.executable, "-m", "jaxrl.train", *args, "--run-dir", str(run_dir), "--quiet"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    argv = ["-m", "jaxrl.train", *args, "--run-dir", str(run_dir), "--quiet"]
+    result = run_on_cpu_devices(argv, 2, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     two = _restore(run_dir, pbt_like[1])  # a 2-device checkpoint restores on one device
     one = pbt_train.runner

@@ -18,7 +18,7 @@ import pytest
 from flax import struct
 
 from jaxrl.acting import PolicyParams, act
-from jaxrl.checkpoint import Checkpointer, PolicyState
+from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import ConfigError, SelfPlayConfig, config_from_dict
 from jaxrl.curriculum import replay_ranks
 from jaxrl.elo import elo_from_score, expected_score
@@ -310,7 +310,7 @@ def test_pool_opponent_acts_exactly_as_the_restored_checkpoint(selfplay_run, con
     setup = make_setup(config)
     state: SelfPlayState = selfplay_run.runner.features["selfplay"]
     checkpointer = Checkpointer(selfplay_run.run_dir, create=False)
-    like = PolicyState(params=selfplay_run.runner.params, obs_stats=selfplay_run.runner.obs_stats)
+    like = PolicyParams(params=selfplay_run.runner.params, obs_stats=selfplay_run.runner.obs_stats)
     filled = np.flatnonzero(np.asarray(state.filled))
     assert filled.size == 3
     obs = jax.random.normal(jax.random.key(1), (32,) + setup.obs_shape)
@@ -322,8 +322,7 @@ def test_pool_opponent_acts_exactly_as_the_restored_checkpoint(selfplay_run, con
         chex.assert_trees_all_equal(pooled.params, restored.params)
         hidden = setup.network.initial_hidden(32)
         a = act(setup.policy, pooled, hidden, obs, first, jax.random.key(2))
-        mine = PolicyParams(params=restored.params, obs_stats=restored.obs_stats)
-        b = act(setup.policy, mine, hidden, obs, first, jax.random.key(2))
+        b = act(setup.policy, restored, hidden, obs, first, jax.random.key(2))
         chex.assert_trees_all_equal(a, b)
     checkpointer.close()
 

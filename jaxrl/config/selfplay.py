@@ -30,6 +30,13 @@ class SelfPlayConfig:
     elo_damping_games: float = 16.0  # in-graph Elo: prior on the last rating, in even games
     sides: str = "random"  # random: learner's team drawn per env and match; first: team 0
 
+    def split(self, num_envs: int) -> tuple[int, int, int]:
+        """``(latest, rule, pool)``: one device's ``num_envs`` training envs by opponent group
+        (the two fractions rounded, the rest for the pool lanes)."""
+        latest = round(self.latest_fraction * num_envs)
+        rule = round(self.rule_fraction * num_envs)
+        return latest, rule, num_envs - latest - rule
+
 
 def validate(config: Config) -> None:
     """Values of ``selfplay:`` and its lanes against the envs on each device."""
@@ -63,9 +70,7 @@ def validate(config: Config) -> None:
     require(sp.lanes >= 1, f"selfplay.lanes must be >= 1, got {sp.lanes}")
     count = mesh_size(config)
     num_envs = config.env.num_envs // count  # the groups are laid out on every device
-    latest = round(sp.latest_fraction * num_envs)
-    rule = round(sp.rule_fraction * num_envs)
-    pool = num_envs - latest - rule
+    latest, rule, pool = sp.split(num_envs)
     per_device = f" per device ({count} devices)" if count > 1 else ""
     require(
         pool % sp.lanes == 0,

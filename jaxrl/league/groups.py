@@ -45,9 +45,7 @@ def group_sizes(config: SelfPlayConfig, num_envs: int) -> GroupSizes:
     """
     if config.pool_size == 0:
         return GroupSizes()
-    latest = round(config.latest_fraction * num_envs)
-    rule = round(config.rule_fraction * num_envs)
-    pool = num_envs - latest - rule
+    latest, rule, pool = config.split(num_envs)
     return GroupSizes(
         latest_envs=latest,
         rule_envs=rule,
