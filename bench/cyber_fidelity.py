@@ -10,10 +10,12 @@ Each (Red, Blue) pair plays ``N`` vmapped episodes of 100 steps, once with CybOR
 episodes' returns after 30 and 50 steps (nothing in CAGE-2 depends on the episode length, so a
 prefix of a 100-step episode is a 30-step episode). Prints mean +- standard error next to:
 
-- ``cyborg``: the same baselines run in real CybORG by ``bench/cyber_peer.py`` (500 episodes
-  per cell, seed 7): CybORG 2.1 as released (cage-challenge/cage-challenge-2 @ 26ce1c1) for
-  ``2.1``, CybORG++'s ``Debugged_CybORG`` (alan-turing-institute/CAGE_2_Fixed @ f70ca2d) for
-  ``fixed``; and 0 for a Blue that never restores against a sleeping Red. These gate the exit.
+- ``cyborg``: the same Blues run in real CybORG by ``bench/cyber_peer.py``, committed in
+  ``bench/cage2_cyborg_reference.json`` with each cell's episode count and seeds (500 episodes
+  a scripted cell, seed 7; 200-800 a mix cell): CybORG 2.1 as released
+  (cage-challenge/cage-challenge-2 @ 26ce1c1) for ``2.1``, CybORG++'s ``Debugged_CybORG``
+  (alan-turing-institute/CAGE_2_Fixed @ f70ca2d) for ``fixed``; and 0 for a Blue that never
+  restores against a sleeping Red. These gate the exit.
 - ``published``: the official leaderboard's Sleep-vs-B_line row (2.1) and CybORG++'s README
   table (500 episodes, "CAGE 2 Score" column), shown for reference only. CybORG++'s own
   debugged CybORG with its own ``B_lineAgent``/``RedMeanderAgent`` and the README's baselines
@@ -23,7 +25,7 @@ prefix of a 100-step episode is a 30-step episode). Prints mean +- standard erro
 Exits 1 when a cell with a CybORG score falls outside its tolerance, with SE combining ours
 and the reference's: ``max(3 * SE, 3% of the reference)`` for the scripted Blues,
 ``max(1.96 * SE, 5% of the reference)`` (the 95% interval or 5%) for the blind mixes against
-B_line and Meander, whose references are 200-500 CybORG episodes a cell (``MIX_REFERENCE``);
+B_line and Meander, whose references are 200-800 CybORG episodes a cell (``MIX_REFERENCE``);
 a mix against a sleeping Red is held to 3 SE of the exact mean of its restore costs.
 """
 
@@ -35,6 +37,7 @@ import json
 import math
 import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -54,92 +57,36 @@ BLUES = SCRIPTED_BLUES + MIX_BLUES
 
 BUGS = {"2.1": False, "fixed": True}  # label -> EnvParams.fix_bugs
 
-# (bugs, red, blue, length) -> (CybORG mean, its standard error): bench/cyber_peer.py,
-# 500 episodes per cell, seed 7, on the CybORG version of each bug setting (see above).
-REFERENCE: dict[tuple[str, str, str, int], tuple[float, float]] = {
-    ("2.1", "B_line", "sleep", 30): (-216.02, 0.95),
-    ("2.1", "B_line", "sleep", 50): (-478.02, 0.95),
-    ("2.1", "B_line", "sleep", 100): (-1133.02, 0.95),
-    ("2.1", "B_line", "react_restore", 30): (-14.84, 0.1),
-    ("2.1", "B_line", "react_restore", 50): (-27.05, 0.31),
-    ("2.1", "B_line", "react_restore", 100): (-62.6, 1.16),
-    ("2.1", "B_line", "react_decoy", 30): (-13.96, 0.06),
-    ("2.1", "B_line", "react_decoy", 50): (-23.94, 0.08),
-    ("2.1", "B_line", "react_decoy", 100): (-49.72, 0.19),
-    ("2.1", "Meander", "sleep", 30): (-41.82, 0.98),
-    ("2.1", "Meander", "sleep", 50): (-273.37, 3.06),
-    ("2.1", "Meander", "sleep", 100): (-973.43, 3.01),
-    ("2.1", "Meander", "react_restore", 30): (-12.29, 0.03),
-    ("2.1", "Meander", "react_restore", 50): (-23.98, 0.12),
-    ("2.1", "Meander", "react_restore", 100): (-57.51, 0.45),
-    ("2.1", "Meander", "react_decoy", 30): (-12.11, 0.04),
-    ("2.1", "Meander", "react_decoy", 50): (-22.84, 0.07),
-    ("2.1", "Meander", "react_decoy", 100): (-52.05, 0.32),
-    ("fixed", "B_line", "sleep", 30): (-226.8, 0.0),
-    ("fixed", "B_line", "sleep", 50): (-488.8, 0.0),
-    ("fixed", "B_line", "sleep", 100): (-1143.8, 0.0),
-    ("fixed", "B_line", "react_restore", 30): (-18.95, 0.26),
-    ("fixed", "B_line", "react_restore", 50): (-38.05, 0.62),
-    ("fixed", "B_line", "react_restore", 100): (-102.7, 1.94),
-    ("fixed", "B_line", "react_decoy", 30): (-14.55, 0.06),
-    ("fixed", "B_line", "react_decoy", 50): (-25.43, 0.13),
-    ("fixed", "B_line", "react_decoy", 100): (-54.54, 0.5),
-    ("fixed", "Meander", "sleep", 30): (-44.0, 0.96),
-    ("fixed", "Meander", "sleep", 50): (-279.96, 2.87),
-    ("fixed", "Meander", "sleep", 100): (-983.3, 2.8),
-    ("fixed", "Meander", "react_restore", 30): (-13.24, 0.06),
-    ("fixed", "Meander", "react_restore", 50): (-26.81, 0.23),
-    ("fixed", "Meander", "react_restore", 100): (-68.64, 0.71),
-    ("fixed", "Meander", "react_decoy", 30): (-12.61, 0.04),
-    ("fixed", "Meander", "react_decoy", 50): (-23.97, 0.1),
-    ("fixed", "Meander", "react_decoy", 100): (-54.89, 0.35),
+# Real CybORG's scores (bench/cyber_peer.py), committed as JSON so that CI, which has no CybORG,
+# gates against them: one cell per (bugs, Red, Blue, length) with its mean, standard error,
+# episode count and peer seeds (500 episodes at seed 7 for the scripted Blues; 500 for
+# B_line/random, 800 for Meander/random (300 at seed 7 pooled with 500 at seed 8: -164.4 and
+# -169.6 at 50 steps in 2.1) and 200 for the remove_mix and decoy_mix cells).
+REFERENCE_JSON = Path(__file__).with_name("cage2_cyborg_reference.json")
+
+Cell = tuple[str, str, str, int]  # (bugs, red, blue, length)
+
+
+def load_reference(path: Path = REFERENCE_JSON) -> dict[Cell, tuple[float, float]]:
+    """``(bugs, red, blue, length) -> (CybORG mean, its standard error)`` from the JSON file."""
+    with open(path) as f:
+        cells = json.load(f)["cells"]
+    return {(c["bugs"], c["red"], c["blue"], c["steps"]): (c["mean"], c["se"]) for c in cells}
+
+
+_CYBORG = load_reference()
+REFERENCE: dict[Cell, tuple[float, float]] = {
+    cell: value for cell, value in _CYBORG.items() if cell[2] in SCRIPTED_BLUES
 }
 for _bugs in BUGS:  # a Blue that never restores scores 0 against a sleeping Red
     for _blue in SCRIPTED_BLUES:
         for _length in LENGTHS:
             REFERENCE[(_bugs, "Sleep", _blue, _length)] = (0.0, 0.0)
 
-# The blind mixes in real CybORG (bench/cyber_peer.py --blue random|remove_mix|decoy_mix, seed 7):
-# (bugs, red, blue, length) -> (CybORG mean, its standard error). Episodes per cell: 500 for
-# B_line/random, 800 for Meander/random (300 at seed 7 pooled with 500 at seed 8: -164.4 and
-# -169.6 at 50 steps in 2.1), 200 for the remove_mix and decoy_mix cells.
-MIX_REFERENCE: dict[tuple[str, str, str, int], tuple[float, float]] = {
-    ("2.1", "B_line", "random", 30): (-152.94, 3.53),
-    ("2.1", "B_line", "random", 50): (-339.19, 7.0),
-    ("2.1", "B_line", "random", 100): (-742.86, 15.55),
-    ("2.1", "Meander", "random", 30): (-34.24, 0.59),
-    ("2.1", "Meander", "random", 50): (-167.63, 3.26),
-    ("2.1", "Meander", "random", 100): (-579.82, 10.05),
-    ("2.1", "B_line", "remove_mix", 30): (-199.17, 3.49),
-    ("2.1", "B_line", "remove_mix", 50): (-424.55, 8.1),
-    ("2.1", "B_line", "remove_mix", 100): (-919.34, 21.61),
-    ("2.1", "Meander", "remove_mix", 30): (-37.33, 1.15),
-    ("2.1", "Meander", "remove_mix", 50): (-232.75, 6.01),
-    ("2.1", "Meander", "remove_mix", 100): (-768.67, 18.93),
-    ("2.1", "B_line", "decoy_mix", 30): (-160.67, 5.64),
-    ("2.1", "B_line", "decoy_mix", 50): (-380.11, 10.55),
-    ("2.1", "B_line", "decoy_mix", 100): (-951.22, 20.43),
-    ("2.1", "Meander", "decoy_mix", 30): (-31.35, 1.06),
-    ("2.1", "Meander", "decoy_mix", 50): (-180.33, 6.76),
-    ("2.1", "Meander", "decoy_mix", 100): (-753.47, 17.59),
-    ("fixed", "B_line", "random", 30): (-161.3, 3.47),
-    ("fixed", "B_line", "random", 50): (-349.2, 7.0),
-    ("fixed", "B_line", "random", 100): (-758.89, 15.29),
-    ("fixed", "Meander", "random", 30): (-36.92, 0.58),
-    ("fixed", "Meander", "random", 50): (-173.78, 3.25),
-    ("fixed", "Meander", "random", 100): (-580.19, 10.1),
-    ("fixed", "B_line", "remove_mix", 30): (-205.65, 3.49),
-    ("fixed", "B_line", "remove_mix", 50): (-428.96, 8.36),
-    ("fixed", "B_line", "remove_mix", 100): (-923.79, 21.59),
-    ("fixed", "Meander", "remove_mix", 30): (-42.76, 1.49),
-    ("fixed", "Meander", "remove_mix", 50): (-236.22, 6.2),
-    ("fixed", "Meander", "remove_mix", 100): (-768.12, 19.14),
-    ("fixed", "B_line", "decoy_mix", 30): (-176.54, 5.21),
-    ("fixed", "B_line", "decoy_mix", 50): (-408.25, 8.88),
-    ("fixed", "B_line", "decoy_mix", 100): (-994.37, 17.32),
-    ("fixed", "Meander", "decoy_mix", 30): (-35.8, 1.29),
-    ("fixed", "Meander", "decoy_mix", 50): (-184.6, 6.89),
-    ("fixed", "Meander", "decoy_mix", 100): (-736.81, 19.12),
+# The blind mixes (bench/cyber_peer.py --blue random|remove_mix|decoy_mix) against B_line and
+# Meander, from the JSON; against a sleeping Red, the exact mean of their restore costs.
+MIX_REFERENCE: dict[Cell, tuple[float, float]] = {
+    cell: value for cell, value in _CYBORG.items() if cell[2] in MIX_BLUES
 }
 for _bugs in BUGS:  # against a sleeping Red a blind mix scores minus its restores, on average
     for _blue in MIX_BLUES:
@@ -149,7 +96,7 @@ for _bugs in BUGS:  # against a sleeping Red a blind mix scores minus its restor
 REFERENCE.update(MIX_REFERENCE)
 
 # Published figures, shown next to ours but not gating (see the module docstring).
-PUBLISHED: dict[tuple[str, str, str, int], tuple[float, float]] = {
+PUBLISHED: dict[Cell, tuple[float, float]] = {
     ("2.1", "B_line", "sleep", 30): (-218.65, 0.0),  # leaderboard, Sleep Blue
     ("2.1", "B_line", "sleep", 50): (-480.17, 0.0),
     ("2.1", "B_line", "sleep", 100): (-1134.03, 0.0),

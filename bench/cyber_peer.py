@@ -26,7 +26,8 @@ Blind Blues, which never read the table (``MIXES``: the chance of each action ki
 and decoy type then uniform, drawn from their own ``numpy`` generator seeded ``--seed``; jaxrl's
 ``envs.cyber.blue`` draws the same distribution): ``random`` is uniform over the 145 actions,
 ``remove_mix`` mostly Removes, ``decoy_mix`` mostly decoys; both restore rarely, so Red gets far.
-Their references (``bench.cyber_fidelity.MIX_REFERENCE``) were run as, e.g.::
+Every reference (``bench/cage2_cyborg_reference.json``, read by ``bench.cyber_fidelity``) was
+run as, e.g.::
 
     cd /work/venvs/src/Debugged_CybORG/CybORG && PYTHONPATH=. /work/venvs/cage/bin/python \
         /work/main/bench/cyber_peer.py --red Meander --blue decoy_mix --episodes 200 --tag fixed

@@ -708,10 +708,41 @@ def test_blind_mixes_agree_with_the_peer():
     assert len(np.unique(actions[kinds == 3])) == tb.NUM_HOSTS  # every Remove host drawn
 
 
+def test_cyborg_reference_json_holds_every_gated_cell():
+    # CI has no CybORG: the gate reads real CybORG's scores from the committed JSON, one cell
+    # per (bugs, Red agent, Blue, length), each with the sample it came from.
+    import json
+
+    with open(cyber_fidelity.REFERENCE_JSON) as f:
+        cells = json.load(f)["cells"]
+    keys = [(c["bugs"], c["red"], c["blue"], c["steps"]) for c in cells]
+    want = {
+        (bugs, red_name, blue_name, steps)
+        for bugs in cyber_fidelity.BUGS
+        for red_name in ("B_line", "Meander")
+        for blue_name in cyber_fidelity.BLUES
+        for steps in cyber_fidelity.LENGTHS
+    }
+    assert len(keys) == len(set(keys)) == len(want) == 2 * 2 * 6 * 3
+    assert set(keys) == want
+    for c in cells:
+        assert c["episodes"] >= 200 and c["seeds"] and c["se"] >= 0.0
+        assert cyber_fidelity.REFERENCE[(c["bugs"], c["red"], c["blue"], c["steps"])] == (
+            c["mean"],
+            c["se"],
+        )
+    # A return only falls with the episode: every cell's 30-step mean is above its 100-step one.
+    means = dict(zip(keys, (c["mean"] for c in cells), strict=True))
+    for bugs, red_name, blue_name, steps in want:
+        if steps == 30:
+            assert means[(bugs, red_name, blue_name, 30)] > means[(bugs, red_name, blue_name, 100)]
+
+
 def test_fidelity_blind_mixes_match_cyborg_at_a_small_count():
     # CI's gate on the blind-mix cells: 128 episodes a cell, one compile for every mix, Red
-    # and bug setting. At this count our standard error dominates, so the gate is 3 combined
-    # SE or 5%; the full-count table (bench/RESULTS.md) holds them to 1.96 SE or 5%.
+    # and bug setting, against the CybORG references in bench/cage2_cyborg_reference.json.
+    # At this count our standard error dominates, so the gate is 3 combined SE or 5%; the
+    # full-count table (bench/RESULTS.md) holds them to 1.96 SE or 5%.
     rows = cyber_fidelity.run(128, seed=0, blues=cyber_fidelity.MIX_BLUES)
     cells = [r for r in rows if "cyborg" in r]
     assert len(cells) == 2 * 3 * 3 * 3  # bugs x Red (B_line, Meander, Sleep) x mix x length
