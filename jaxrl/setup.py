@@ -27,6 +27,7 @@ from jaxrl.eval_lanes import make_eval_lanes
 from jaxrl.features import BuildContext, Feature, order_features
 from jaxrl.hyper import Members, make_members
 from jaxrl.layout import DATA_AXIS, Layout, make_layout
+from jaxrl.league import exploiters as league_exploiters
 from jaxrl.league.feature import make_selfplay
 from jaxrl.league.groups import group_sizes
 from jaxrl.league.lanes import RESULT_NAMES
@@ -64,6 +65,8 @@ class Setup:
     mesh: Any  # jax Mesh over the devices the env batch is sharded over; None on one device
     update_spec: UpdateSpec  # what the PPO update needs (network, optimizer, epochs)
     reward_term_names: tuple[str, ...] = ()  # keys of the env's info["reward_terms"], if any
+    # jaxrl.league.exploiters.ExploiterSpec: the league's exploiters, or None without them
+    exploiters: Any = None
 
     # What the rollout reads (jaxrl.rollout.RolloutSpec), from the config.
     @property
@@ -210,7 +213,7 @@ def make_setup(config: Config) -> Setup:
     built = (build(context) for build in FEATURE_BUILDERS)
     features = order_features([feature for feature in built if feature is not None])
     optimizer = make_optimizer(config)
-    return Setup(
+    setup = Setup(
         config=config,
         env=env,
         env_params=env_params,
@@ -251,6 +254,26 @@ def make_setup(config: Config) -> Setup:
             num_minibatches=ppo.num_minibatches,
         ),
     )
+    return dataclasses.replace(setup, exploiters=exploiter_spec(setup))
+
+
+def exploiter_spec(setup: Setup) -> league_exploiters.ExploiterSpec | None:
+    """The run's exploiters (None without ``selfplay.exploiters``): one exploiter's setup is
+    the learner's on its own env batch (:func:`jaxrl.league.exploiters.exploiter_layout`),
+    with the target as its only feature."""
+    config = setup.config.selfplay
+    if not config.exploiters:
+        return None
+    layout = league_exploiters.exploiter_layout(setup.layout, config)
+    own = dataclasses.replace(
+        setup,
+        layout=layout,
+        match=dataclasses.replace(setup.match, layout=layout),
+        features=(league_exploiters.ExploiterTarget(config=config, layout=layout),),
+        mesh=None,
+        exploiters=None,
+    )
+    return league_exploiters.make_spec(config, own)
 
 
 def mesh_devices(config: Config) -> list:

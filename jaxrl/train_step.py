@@ -12,6 +12,12 @@ Population-based training (:mod:`jaxrl.pbt`, ``pbt:``) acts on the whole populat
 runs between the vmapped updates of the members: the chunk is a scan of (every member's
 update, then the PBT step), and PBT's per-member state is carried as ``features["pbt"]``
 (checkpointed as its own item, never copied from a parent).
+
+The league's exploiters (:mod:`jaxrl.league.exploiters`, ``selfplay.exploiters``) act across
+learners too: after the learner's update, :func:`exploiter_update` runs every exploiter's
+update (vmapped, against the learner's policy as the update began) and hands those past the
+threshold into the learner's pool; their runners ride in ``features["exploiters"]``. Without
+exploiters none of this is traced, and the program is the one before they existed.
 """
 
 from __future__ import annotations
@@ -25,13 +31,16 @@ import numpy as np
 from jax.sharding import PartitionSpec as P
 
 from jaxrl import pbt
-from jaxrl.acting import value_of
+from jaxrl.acting import PolicyParams, value_of
 from jaxrl.config import ConfigError
 from jaxrl.distributed import replicate
 from jaxrl.features import UpdateResult, masked_sums
 from jaxrl.gae import bootstrap_values, gae
 from jaxrl.hyper import Hyper, base_hyper, member_env_params
 from jaxrl.layout import sum_over_devices
+from jaxrl.league import exploiters
+from jaxrl.league.feature import SelfPlay
+from jaxrl.league.lanes import RESULT_NAMES
 from jaxrl.losses import Minibatch
 from jaxrl.match import MatchPlan, idle_plan, start_matches
 from jaxrl.metrics import MetricSpec, Scalar, idle_packed, mean_of, pack, reduce_packed
@@ -66,10 +75,12 @@ def core_metric_specs(
 
 
 def metric_specs(setup: Setup) -> tuple[MetricSpec, ...]:
-    """Every metric a chunk returns: the core's, then each feature's declarations."""
+    """Every metric a chunk returns: the core's, each feature's declarations, the exploiters'."""
     specs = core_metric_specs(setup.outcome_names, setup.reward_term_names)
     for feature in setup.features:
         specs += feature.metric_specs()
+    if setup.exploiters is not None:
+        specs += setup.exploiters.metric_specs()
     return specs
 
 
@@ -92,12 +103,18 @@ def init_runner_state(
     params :func:`member_params` gives for ``key`` (computed here when None).
     """
     hyper = base_hyper(setup.config) if hyper is None else hyper
+    if setup.exploiters is not None:  # only then: a run without them keeps its keys
+        key, key_exploiters = jax.random.split(key)
     key_params, key_reset, key_runner = jax.random.split(key, 3)
     del key
     params = init_params(setup, key_params) if params is None else params
     obs_stats = RunningStats.create(setup.obs_shape)
     features = {f.name: f.init(params, obs_stats) for f in setup.features}
     hyper = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hyper)
+    if setup.exploiters is not None:
+        features[exploiters.EXPLOITERS] = init_exploiters(
+            setup.exploiters, key_exploiters, hyper, params
+        )
     plan = make_plan(setup, features, hyper)
     return RunnerState(
         params=params,
@@ -111,6 +128,53 @@ def init_runner_state(
         features=features,
         hyper=hyper,
     )
+
+
+def init_exploiters(
+    spec: exploiters.ExploiterSpec, key: jax.Array, hyper: Hyper, params
+) -> exploiters.ExploiterState:
+    """The exploiters at the start of a run: each starts from the learner's initial params
+    (and a fresh optimiser state and normaliser), with its own envs and key."""
+    keys = jax.random.split(key, spec.count)
+    del key
+    learners = jax.vmap(lambda k: init_runner_state(spec.setup, k, hyper, params))(keys)
+    return exploiters.ExploiterState(
+        learners=learners, handoffs=jnp.zeros((spec.count,), jnp.int32)
+    )
+
+
+def exploiter_update(
+    setup: Setup, before: RunnerState, after: RunnerState
+) -> tuple[RunnerState, dict[str, Scalar]]:
+    """The exploiters' part of one learner update (:mod:`jaxrl.league.exploiters`).
+
+    Every exploiter's PPO update (vmapped) against the learner's policy as it was in
+    ``before``, then the hand-off of those past the threshold into the league of ``after``
+    (the learner after its update, whose weights they restart from).
+    """
+    spec = setup.exploiters
+    state = before.features[exploiters.EXPLOITERS]
+    target = PolicyParams(params=before.params, obs_stats=before.obs_stats)
+    learners = exploiters.aim(state.learners, target)
+    learners, packed = jax.vmap(lambda r: update(spec.setup, r))(learners)
+    index = {metric.tag: i for i, metric in enumerate(metric_specs(spec.setup))}
+    rates = {  # this update's rates against the learner, Scalar [N] (weights: games)
+        name: Scalar(
+            value=packed.value[:, index[f"exploiter/{name}"]],
+            weight=packed.weight[:, index[f"exploiter/{name}"]],
+        )
+        for name in RESULT_NAMES
+    }
+    results = learners.features[exploiters.TARGET].results
+    main = exploiters.Learner(
+        params=after.params, opt_state=after.opt_state, obs_stats=after.obs_stats
+    )
+    learners, league, handed = exploiters.handoff(
+        spec, learners, after.features[SelfPlay.name], main, after.update_step
+    )
+    state = state.replace(learners=learners, handoffs=state.handoffs + handed.astype(jnp.int32))
+    features = {**after.features, SelfPlay.name: league, exploiters.EXPLOITERS: state}
+    return after.replace(features=features), exploiters.metrics(spec, rates, results, handed)
 
 
 def init_run(setup: Setup) -> RunnerState:
@@ -354,6 +418,9 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
             lambda r: r,
             new_runner,
         )
+    if setup.exploiters is not None:
+        new_runner, exploiter_metrics = exploiter_update(setup, runner, new_runner)
+        feature_metrics.update(exploiter_metrics)
 
     train_envs = np.zeros(layout.total_envs, bool)
     train_envs[: layout.num_envs] = True

@@ -29,6 +29,16 @@ class SelfPlayConfig:
     result_decay: float = 0.98  # per-update decay of the per-snapshot win/draw/loss counts
     elo_damping_games: float = 16.0  # in-graph Elo: prior on the last rating, in even games
     sides: str = "random"  # random: learner's team drawn per env and match; first: team 0
+    # Exploiters (jaxrl.league.exploiters): learners trained in the same program only against
+    # the current policy; one that beats it often enough joins the pool and restarts from it.
+    exploiters: int = 0  # exploiter learners; 0 = none (the program is the same as without)
+    exploiter_fraction: float = 0.25  # each exploiter's training envs, a fraction of num_envs
+    exploiter_threshold: float = 0.5  # hand off above this decayed win fraction vs the learner
+    exploiter_min_games: float = 32.0  # ... once its decayed game count reaches this
+
+    def exploiter_envs(self, num_envs: int) -> int:
+        """Training envs of each exploiter for ``num_envs`` learner envs (rounded)."""
+        return round(self.exploiter_fraction * num_envs)
 
     def split(self, num_envs: int) -> tuple[int, int, int]:
         """``(latest, rule, pool)``: one device's ``num_envs`` training envs by opponent group
@@ -45,6 +55,9 @@ def validate(config: Config) -> None:
     require(
         sp.sides in SIDES, f"selfplay.sides must be one of {', '.join(SIDES)}, got {sp.sides!r}"
     )
+    require(sp.exploiters >= 0, f"selfplay.exploiters must be >= 0, got {sp.exploiters}")
+    if sp.exploiters:
+        validate_exploiters(config)
     if sp.pool_size == 0:
         return
     require(
@@ -77,6 +90,46 @@ def validate(config: Config) -> None:
         f"selfplay.lanes: the {pool} pool envs{per_device} (env.num_envs {num_envs} - {latest} "
         f"latest - {rule} rule) do not divide into {sp.lanes} equal lanes",
     )
+
+
+def validate_exploiters(config: Config) -> None:
+    """``selfplay.exploiter_*`` when ``selfplay.exploiters`` > 0: values, and what they need."""
+    sp, ppo = config.selfplay, config.ppo
+    require(
+        sp.pool_size > 0,
+        "selfplay.exploiters: exploiters feed the pool; set selfplay.pool_size > 0",
+    )
+    require(
+        0.0 <= sp.exploiter_threshold < 1.0,
+        f"selfplay.exploiter_threshold must be in [0, 1), got {sp.exploiter_threshold}",
+    )
+    require(
+        sp.exploiter_min_games >= 0,
+        f"selfplay.exploiter_min_games must be >= 0, got {sp.exploiter_min_games}",
+    )
+    require(
+        0.0 < sp.exploiter_fraction <= 1.0,
+        f"selfplay.exploiter_fraction must be in (0, 1], got {sp.exploiter_fraction}",
+    )
+    envs = sp.exploiter_envs(config.env.num_envs)
+    require(
+        envs >= 1,
+        f"selfplay.exploiter_fraction: {sp.exploiter_fraction} of "
+        f"{config.env.num_envs} envs rounds to no env",
+    )
+    sequences = envs * ppo.num_steps // config.sequence_length
+    require(
+        sequences % ppo.num_minibatches == 0,
+        f"selfplay.exploiter_fraction: an exploiter's {sequences} sequences ({envs} envs) do "
+        f"not divide into ppo.num_minibatches {ppo.num_minibatches}",
+    )
+    require(
+        not config.curriculum.stages,
+        "selfplay.exploiters: not supported with a curriculum yet (exploiters play the base "
+        "env params)",
+    )
+    require(config.pbt.every_updates == 0, "selfplay.exploiters: not supported with pbt yet")
+    require(mesh_size(config) == 1, "selfplay.exploiters: not supported on several devices yet")
 
 
 def validate_env(config: Config, built: BuiltEnv) -> None:
