@@ -31,6 +31,11 @@ def _transition(key, state, action, params):
     return cage.transition(key, state, action, params)
 
 
+@jax.jit
+def _apply_red(draws, state, kind, target, fix_bugs):
+    return cage.apply_red(draws, state, kind, target, fix_bugs)
+
+
 @functools.partial(jax.jit, static_argnames=("policy", "num_envs", "num_steps"))
 def _rollout(key, params, policy, num_envs, num_steps):
     """Vmapped episodes of a Blue baseline: (reward, terminated, truncated, red_success,
@@ -766,6 +771,62 @@ def _draws(**changes) -> cage.StepDraws:
         "green_host": jnp.float32(0),
     }
     return cage.StepDraws(**{**zeros, **{k: jnp.float32(v) for k, v in changes.items()}})
+
+
+@pytest.mark.parametrize("fix_bugs", [False, True])
+def test_failed_brute_force_on_an_ssh_process_shows_as_exploit(fix_bugs):
+    # CybORG's SSHBruteForce appends its ten port-22 connection events before it checks for a
+    # brute-forceable user or a decoy; BlueTableWrapper reads >= 3 connections on one port as
+    # an Exploit and marks the host User. Red gets nothing.
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.USER2, tb.SSHD] = True
+    decoys[tb.ENTERPRISE0, tb.APACHE] = True
+    ports = np.zeros((13, 8), bool)
+    ports[tb.DEFENDER, tb.SSH] = True  # genuine sshd, no brute-forceable user
+    ports[tb.USER2, tb.SSH] = True  # User2 runs no sshd: only the decoy answers
+    ports[tb.USER4, tb.SSH] = True  # Red saw an SSHD decoy there that a Restore has removed
+    ports[tb.ENTERPRISE0, tb.HTTP_RFI] = True  # only the Apache decoy serves port 80 there
+    state = _state(decoys=decoys, red_ports=ports)
+    cases = (  # (target, activity shown, marked User)
+        (tb.DEFENDER, cage.ACT_EXPLOIT, True),
+        (tb.USER2, cage.ACT_EXPLOIT, True),
+        (tb.USER4, cage.ACT_NONE, False),  # no process on port 22: nothing logged
+    )
+    for target, shown, marked in cases:
+        exploit = jnp.int32(red.RED_EXPLOIT)
+        outcome = _apply_red(_draws(), state, exploit, jnp.int32(target), jnp.bool_(fix_bugs))
+        after = outcome.state
+        assert not bool(outcome.success) and int(after.access[target]) == 0
+        assert int(after.activity[target]) == shown
+        assert bool(outcome.exploit_seen[target]) == marked
+        comp = cage.update_table(state, cage.decode_blue(jnp.int32(0)), outcome.exploit_seen)
+        assert int(comp[target]) == (cage.COMP_USER if marked else cage.COMP_NO)
+        assert not bool(after.malware[target])
+    # Any other exploit that hits a decoy shows as a Scan and marks nothing.
+    exploit = jnp.int32(red.RED_EXPLOIT)
+    outcome = _apply_red(_draws(), state, exploit, jnp.int32(tb.ENTERPRISE0), jnp.bool_(fix_bugs))
+    after = outcome.state
+    assert not bool(outcome.success) and int(after.activity[tb.ENTERPRISE0]) == cage.ACT_SCAN
+    assert not bool(outcome.exploit_seen[tb.ENTERPRISE0])
+
+
+def test_escalation_drops_a_file_only_for_a_user_shell():
+    # CybORG's PrivilegeEscalate succeeds at once where Red holds a root/SYSTEM session and
+    # runs no escalation (no escalate.exe/.sh for Analyse to find): User0 from the start, or
+    # a shell that landed as SYSTEM. A user shell is escalated and drops the file.
+    access = _hosts(tb.USER0, value=2, dtype=np.int32) + _hosts(tb.USER1, tb.USER2, dtype=np.int32)
+    state = _state(access=access, root_shell=_hosts(tb.USER2))
+    for target, file_dropped in ((tb.USER0, False), (tb.USER1, True), (tb.USER2, False)):
+        privesc = jnp.int32(red.RED_PRIVESC)
+        outcome = _apply_red(_draws(), state, privesc, jnp.int32(target), jnp.bool_(False))
+        assert bool(outcome.success) and int(outcome.state.access[target]) == 2
+        assert bool(outcome.state.malware[target]) == file_dropped
+        # Blue's Analyse of the host in the next step shows Privileged only where the file is.
+        escalated = outcome.state.replace(red_agent=jnp.int32(red.SLEEP_AGENT))
+        analyse = jnp.int32(tb.ANALYSE + target)
+        analysed, _, _ = _transition(jax.random.key(0), escalated, analyse, QUIET)
+        want = cage.COMP_PRIVILEGED if file_dropped else cage.COMP_NO
+        assert int(analysed.compromised[target]) == want
 
 
 @pytest.mark.parametrize(("fix_bugs", "seen"), [(False, False), (True, True)])

@@ -9,8 +9,9 @@ Blue actions, ``Discrete(145)`` in CybORG's order (``EnumActionWrapper``): 0 Sle
 for the types Apache, Femitter, HarakaSMPT, Smss, SSHD, Svchost, Tomcat, Vsftpd, and
 132-144 Restore(host); hosts in alphabetical order.
 
-- Analyse finds a file Red dropped (exploits other than SSH brute force, escalations; density
-  0.9): the host shows Privileged.
+- Analyse finds a file Red dropped (exploits other than SSH brute force, and escalations of a
+  user shell; density 0.9): the host shows Privileged. An escalation where Red already holds
+  root/SYSTEM (User0, a root-landing exploit) drops none.
 - Remove (before Red acts) kills Red's user-level shells whose process Blue's Monitor flagged:
   a detected exploit's reverse shell. A root/SYSTEM shell survives (StopProcess refuses it),
   and so do an SSH brute-force shell (its connection event carries no pid) and an exploit Blue
@@ -35,9 +36,10 @@ Observation (``obs_mode="table"``), float32 [52]: per host (alphabetical) 2 acti
 (None 00, Scan 10, Exploit 11; this step only) and 2 compromised bits (No 00, Unknown 10,
 User 01, Privileged 11; kept until changed). A port scan always shows; a successful exploit
 shows as Exploit with probability 0.95 (SSHBruteForce: always), else as Scan; a detected
-exploit marks the host User. ``obs_mode="extended"`` appends, float32 [79]: per host the scan
-history (0 never, 0.5 before, 1 this step), per host the number of decoys in place / 4, and
-the step / 100.
+exploit marks the host User. An SSH brute force that reaches an SSH process shows as Exploit
+(and marks User) even when it fails (the Defender's SSH, an SSHD decoy).
+``obs_mode="extended"`` appends, float32 [79]: per host the scan history (0 never, 0.5 before,
+1 this step), per host the number of decoys in place / 4, and the step / 100.
 
 Reward (Blue), float32, rounded to 0.1: minus the sum over hosts where Red holds root/SYSTEM
 (with ``fix_bugs``: any shell) (1.0 for Enterprise0-2 and Op_Server0, 0.1 for User1-4,
@@ -74,7 +76,8 @@ Simplifications (``bench.cyber_fidelity`` checks the scores that follow from the
   reads it (:class:`envs.cyber.red.MeanderBelief`); B_line's cached actions need none of it.
 - Impact needs root on Op_Server0 (CybORG: any Red session there once an escalation found the
   OT service; the scripted Reds only impact after escalating there).
-- Detection of a failed exploit: a decoy hit shows as Scan; any other failure shows nothing.
+- Detection of a failed exploit: a brute force that reaches an SSH process shows as Exploit,
+  another decoy hit as Scan; any other failure shows nothing.
   Impact and privilege escalation show nothing.
 - Decoy compatibility is the host's initial one; a decoy also refuses a port another decoy
   already holds (Femitter/Vsftpd on 21 when fixed, Apache/Vsftpd on 80 in 2.1).
@@ -359,10 +362,18 @@ def apply_red(
     exploited = is_exploit & works
     lands_root = jnp.any(pick & jnp.asarray(tb.ROOT_EXPLOITS)[row])
     detected = draws.detection < jnp.sum(pick * tb.EXPLOIT_DETECTION)
+    # SSHBruteForce logs its ten tries on port 22 before it learns whether a user gives way, so
+    # Blue's table reads every brute force that reaches an SSH process (genuine or decoy) as an
+    # Exploit, failed ones included (the Defender has no brute-forceable user).
+    ssh_process = services[row, tb.SSH] | decoy_offers(state.decoys, decoy_exploit)[row, tb.SSH]
+    brute_force_seen = is_exploit & (choice == tb.SSH) & ssh_process & host_routed
 
-    # Privilege escalation: needs a shell on the host; reveals the next hop.
+    # Privilege escalation: needs a shell on the host; reveals the next hop. Where Red already
+    # holds root/SYSTEM (User0 from the start, a root-landing exploit, an earlier escalation)
+    # it succeeds at once and runs no escalation, so it drops no file.
     is_privesc = kind == red.RED_PRIVESC
     escalated = is_privesc & (host_access >= 1)
+    already_root = (host_access == 2) | state.root_shell[row]
     hop = jnp.asarray(tb.NEXT_HOP)[row]
     known = known | (escalated & (hosts == hop)) | (exploited & at)
 
@@ -375,7 +386,7 @@ def apply_red(
     access = jnp.where(at & (exploited | escalated), new_access, state.access)
     root_shell = state.root_shell | (at & exploited & lands_root)
 
-    exploit_shows = exploited & detected
+    exploit_shows = (exploited & detected) | brute_force_seen
     activity = jnp.where(
         at & exploit_shows,
         ACT_EXPLOIT,
@@ -386,7 +397,8 @@ def apply_red(
         access=access,
         root_shell=root_shell,
         # Exploits drop cmd.exe/cmd.sh and escalations escalate.*; brute force leaves no file.
-        malware=state.malware | (at & ((exploited & (choice != tb.SSH)) | escalated)),
+        malware=state.malware
+        | (at & ((exploited & (choice != tb.SSH)) | (escalated & ~already_root))),
         impacted=state.impacted | (impacted_now & ~state.ot_lost),
         # Blue's Monitor flags a new shell's process only from a detected reverse-shell
         # connection; brute force's events carry no pid.
