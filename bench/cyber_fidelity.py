@@ -44,8 +44,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
+from bench.cyber_peer import TABLE_STATES, table_rates  # numpy only (CybORG: inside its run())
 from envs.cyber import blue as blue_policies
 from envs.cyber import red as red_agents
+from envs.cyber import tables as tb
 
 LENGTHS = (30, 50, 100)
 REDS = ("B_line", "Meander", "Sleep")
@@ -117,9 +119,11 @@ def _cumulative(rewards: jax.Array) -> jax.Array:
 
 @functools.cache
 def _mix_player(num_episodes: int):
-    """Jitted ``play(key, red_agent, fix_bugs, weights) -> returns float32 [3, N]``.
+    """Jitted ``play(key, red_agent, fix_bugs, weights) -> (returns, tables)``.
 
-    One compile serves every blind mix (``weights`` float32 [6]), Red and bug setting.
+    ``returns`` float32 [3, N] after 30, 50 and 100 steps; ``tables`` int8 [N, 100, 52], Blue's
+    table after each step. One compile serves every blind mix (``weights`` float32 [6]), Red
+    and bug setting, for the scores and the table-state rates alike.
     """
     env, base_params = envs.make("CAGE2", max_steps_in_episode=max(LENGTHS))
 
@@ -128,13 +132,15 @@ def _mix_player(num_episodes: int):
             del obs
             return blue_policies.mix_action(weights, key_act), state
 
-        return _cumulative(blue_policies.play(env, act, key, params, max(LENGTHS)).reward)
+        played = blue_policies.play(env, act, key, params, max(LENGTHS))
+        return _cumulative(played.reward), played.info["final_observation"].astype(jnp.int8)
 
     @jax.jit
     def play(key, red_agent, fix_bugs, weights):
         params = base_params.replace(red_agent=red_agent, fix_bugs=fix_bugs)
         keys = jax.random.split(key, num_episodes)
-        return jax.vmap(episode, in_axes=(0, None, None))(keys, params, weights).T
+        returns, tables = jax.vmap(episode, in_axes=(0, None, None))(keys, params, weights)
+        return returns.T, tables
 
     return play
 
@@ -181,7 +187,7 @@ def _returns(blue_name: str, num_episodes: int, fix_bugs: bool, key, red_name: s
     red_agent = jnp.int32(RED_INDEX[red_name])
     if blue_name in MIX_BLUES:
         weights = jnp.asarray(blue_policies.MIXES[blue_name], jnp.float32)
-        returns = _mix_player(num_episodes)(key, red_agent, jnp.bool_(fix_bugs), weights)
+        returns, _ = _mix_player(num_episodes)(key, red_agent, jnp.bool_(fix_bugs), weights)
     else:
         returns = _player(blue_name, num_episodes, fix_bugs)(key, red_agent)
     return np.asarray(returns, np.float64)
@@ -212,6 +218,37 @@ def run(num_episodes: int, seed: int, blues: tuple[str, ...] = BLUES) -> list[di
     return rows
 
 
+# Blue's table in real CybORG under three blind mixes (bench/cyber_peer.py --table): how often
+# each host's row shows each state. Scores can agree while the table a policy reads does not.
+TABLE_REFERENCE_JSON = Path(__file__).with_name("cage2_cyborg_table_reference.json")
+
+
+def table_fidelity(num_episodes: int, seed: int) -> list[dict]:
+    """Each reference's table-state rates, ours beside CybORG's: float [13, 5] arrays per cell.
+
+    ``ok`` holds where every (host, state) rate is within ``max(4 * combined SE, 0.02)``: the
+    per-episode rates are skewed (most episodes never show a state on a host), so 4 SE, and
+    0.02 of the steps for the states CybORG's sample never showed.
+    """
+    with open(TABLE_REFERENCE_JSON) as f:
+        references = json.load(f)["cells"]
+    key = jax.random.key(seed)
+    rows = []
+    for ref in references:
+        key, key_play = jax.random.split(key)
+        weights = jnp.asarray(blue_policies.MIXES[ref["blue"]], jnp.float32)
+        _, tables = _mix_player(num_episodes)(
+            key_play, jnp.int32(RED_INDEX[ref["red"]]), jnp.bool_(BUGS[ref["bugs"]]), weights
+        )
+        mean, se = table_rates(np.asarray(tables))
+        ref_mean, ref_se = np.asarray(ref["mean"]), np.asarray(ref["se"])
+        tolerance = np.maximum(4.0 * np.hypot(se, ref_se), 0.02)
+        rows.append({"bugs": ref["bugs"], "red": ref["red"], "blue": ref["blue"], "mean": mean,
+                     "se": se, "cyborg": ref_mean, "cyborg_se": ref_se,
+                     "ok": bool(np.all(np.abs(mean - ref_mean) <= tolerance))})  # fmt: skip
+    return rows
+
+
 def format_table(rows: list[dict]) -> str:
     """Markdown table of the cells."""
     lines = [
@@ -229,12 +266,33 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def format_table_states(rows: list[dict]) -> str:
+    """Markdown table of :func:`table_fidelity`'s cells: the largest gap of each."""
+    lines = [
+        "| bugs | Red | Blue | largest gap (host, state): jaxrl vs CybORG | within |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        gap = np.abs(r["mean"] - r["cyborg"])
+        host, state = np.unravel_index(int(gap.argmax()), gap.shape)
+        lines.append(
+            f"| {r['bugs']} | {r['red']} | {r['blue']} | {tb.HOSTS[host]} "
+            f"{TABLE_STATES[state]}: {r['mean'][host, state]:.3f} +- {r['se'][host, state]:.3f}"
+            f" vs {r['cyborg'][host, state]:.3f} +- {r['cyborg_se'][host, state]:.3f} "
+            f"| {'yes' if r['ok'] else '**NO**'} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per cell")
     parser.add_argument("--json", metavar="FILE", help="also write the cells as JSON")
     parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
     parser.add_argument("--blues", default=",".join(BLUES), help="comma-separated Blues")
+    parser.add_argument(
+        "--table", action="store_true", help="also check the table-state rates (blind mixes)"
+    )
     args = parser.parse_args(argv)
     blues = tuple(args.blues.split(","))
     unknown = sorted(set(blues) - set(BLUES))
@@ -252,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         "reference cells within tolerance (mixes vs B_line/Meander: max(1.96 SE, 5%); "
         "others: max(3 SE, 3%))"
     )
+    if args.table:
+        table_rows = table_fidelity(args.episodes, args.seed)
+        print(format_table_states(table_rows))
+        failed += [r for r in table_rows if not r["ok"]]
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"episodes": args.episodes, "seed": args.seed, "cells": rows}, f, indent=1)

@@ -117,8 +117,38 @@ class ScriptedBlue:
         return 0
 
 
-def run(red: str, blue: str, episodes: int, seed: int) -> np.ndarray:
-    """Blue's returns after 30, 50 and 100 steps, float [episodes, 3]."""
+TABLE_STATES = ("scan", "exploit", "unknown", "user", "privileged")  # table_rates' columns
+
+
+def table_rates(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How often each host's row shows each of ``TABLE_STATES``: mean and SE over episodes.
+
+    Args:
+      tables: Blue's 52-bit table after each step, [episodes, steps, 52] (13 hosts x 4 bits:
+        activity Scan 10 / Exploit 11, compromised Unknown 10 / User 01 / Privileged 11).
+
+    Returns:
+      ``(mean, se)``, float64 [13, 5] each: per episode the fraction of steps in that state,
+      then its mean over episodes and the standard error of that mean.
+    """
+    bits = np.asarray(tables).reshape(*np.shape(tables)[:2], 13, 4) == 1
+    states = np.stack(
+        [bits[..., 0] & ~bits[..., 1], bits[..., 0] & bits[..., 1],
+         bits[..., 2] & ~bits[..., 3], ~bits[..., 2] & bits[..., 3], bits[..., 2] & bits[..., 3]],
+        axis=-1,
+    )  # fmt: skip
+    per_episode = states.mean(axis=1)  # [episodes, 13, 5]
+    se = per_episode.std(axis=0, ddof=1) / np.sqrt(len(per_episode))
+    return per_episode.mean(axis=0), se
+
+
+def run(
+    red: str, blue: str, episodes: int, seed: int, tables: np.ndarray | None = None
+) -> np.ndarray:
+    """Blue's returns after 30, 50 and 100 steps, float [episodes, 3].
+
+    ``tables``, int8 [episodes, 100, 52] if given, receives Blue's table after every step.
+    """
     from CybORG import CybORG  # noqa: I001 (only in the peer's environment)
     from CybORG.Agents import B_lineAgent, RedMeanderAgent, SleepAgent
     from CybORG.Agents.Wrappers import ChallengeWrapper
@@ -139,6 +169,8 @@ def run(red: str, blue: str, episodes: int, seed: int) -> np.ndarray:
         for t in range(max(LENGTHS)):
             obs, reward = wrapper.step(agent.act(obs))[:2]
             total += reward
+            if tables is not None:
+                tables[episode, t] = np.asarray(obs[:52])
             if t + 1 in LENGTHS:
                 returns[episode, LENGTHS.index(t + 1)] = total
     return returns
@@ -151,8 +183,18 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--tag", default="", help="label for the CybORG version (2.1, fixed)")
+    parser.add_argument(
+        "--table", action="store_true", help="also print how often each table state shows"
+    )
     args = parser.parse_args()
-    returns = run(args.red, args.blue, args.episodes, args.seed)
+    tables = np.zeros((args.episodes, max(LENGTHS), 52), np.int8) if args.table else None
+    returns = run(args.red, args.blue, args.episodes, args.seed, tables)
+    if tables is not None:
+        mean, se = table_rates(tables)
+        row = {"bugs": args.tag, "red": args.red, "blue": args.blue, "episodes": args.episodes,
+               "seed": args.seed, "mean": np.round(mean, 4).tolist(),
+               "se": np.round(se, 4).tolist()}  # fmt: skip
+        print("TABLE", json.dumps(row), flush=True)
     for i, length in enumerate(LENGTHS):
         values = returns[:, i]
         row = {"bugs": args.tag, "red": args.red, "blue": args.blue, "steps": length,

@@ -759,6 +759,41 @@ def test_fidelity_blind_mixes_match_cyborg_at_a_small_count():
     assert not bad, bad
 
 
+def test_blue_table_matches_cyborg_under_blind_mixes():
+    # Scores can agree while the table a policy reads does not (a failed brute force on the
+    # Defender scored the same and showed nothing here): how often each host's row shows each
+    # state, 128 of our episodes (the compiled player of the test above) against 150 of
+    # CybORG's (bench/cage2_cyborg_table_reference.json), within 4 combined SE or 0.02.
+    rows = cyber_fidelity.table_fidelity(128, seed=0)
+    assert [(r["bugs"], r["red"], r["blue"]) for r in rows] == [
+        ("2.1", "B_line", "random"),
+        ("2.1", "Meander", "remove_mix"),
+        ("fixed", "Meander", "decoy_mix"),
+    ]
+    for r in rows:
+        assert r["mean"].shape == r["cyborg"].shape == (tb.NUM_HOSTS, 5)
+        assert r["ok"], cyber_fidelity.format_table_states([r])
+    # The rates themselves: a state the Defender's row can show only through Meander's failed
+    # brute force, and User0's row never shows an exploit against B_line.
+    defender_user = rows[1]["mean"][tb.DEFENDER, 3]
+    assert 0.1 < defender_user < 0.3 and rows[0]["mean"][tb.USER0, 1] == 0.0
+
+
+def test_table_rates_of_a_hand_built_table():
+    from bench.cyber_peer import table_rates
+
+    tables = np.zeros((2, 4, 52), np.int8)
+    tables[0, :2, 0:2] = (1, 1)  # Defender: Exploit in 2 of episode 0's 4 steps
+    tables[1, :, 4 * tb.USER1 + 2 : 4 * tb.USER1 + 4] = (1, 1)  # User1 Privileged throughout
+    tables[0, 3, 4 * tb.USER1 + 2] = 1  # and Unknown once in episode 0
+    mean, se = table_rates(tables)
+    assert mean.shape == se.shape == (tb.NUM_HOSTS, 5)
+    np.testing.assert_allclose(mean[tb.DEFENDER], [0.0, 0.25, 0.0, 0.0, 0.0])
+    np.testing.assert_allclose(mean[tb.USER1], [0.0, 0.0, 0.125, 0.0, 0.5])
+    np.testing.assert_allclose(se[tb.USER1, 4], 0.5)  # episodes 0 and 1: std 0.7071 / sqrt 2
+    assert mean.sum() == 0.875
+
+
 def _draws(**changes) -> cage.StepDraws:
     """Step uniforms: all 0 (top exploit, detected, GreenAgent acting on User0) unless given."""
     zeros = {
