@@ -1,6 +1,6 @@
 """CAGE2 fidelity table: scripted Blue baselines vs each Red agent, next to real CybORG's scores.
 
-    python -m bench.cyber_fidelity [--episodes N] [--json FILE] [--seed S] [--blues B,...]
+    python -m bench.cyber_fidelity [--episodes N] [--json FILE] [--seed S] [--blues B,...] [--table]
 
 Blues: the scripted baselines (``sleep``, ``react_restore``, ``react_decoy``) and the blind mixes
 of :data:`envs.cyber.blue.MIXES` (``random``: uniform over the 145 actions; ``remove_mix``,
@@ -27,6 +27,10 @@ and the reference's: ``max(3 * SE, 3% of the reference)`` for the scripted Blues
 ``max(1.96 * SE, 5% of the reference)`` (the 95% interval or 5%) for the blind mixes against
 B_line and Meander, whose references are 200-800 CybORG episodes a cell (``MIX_REFERENCE``);
 a mix against a sleeping Red is held to 3 SE of the exact mean of its restore costs.
+
+``--table`` also compares Blue's table (:func:`table_fidelity`): how often each host's row shows
+Scan, Exploit, Unknown, User or Privileged under three blind mixes, against real CybORG's
+(``bench/cyber_peer.py --table``, committed in ``bench/cage2_cyborg_table_reference.json``).
 """
 
 from __future__ import annotations
