@@ -219,9 +219,27 @@ def init_run(setup: Setup) -> RunnerState:
             data = population.replace(key=jax.random.key_data(population.key))
             data = replicate(data, setup.mesh)  # keys as data: replicate reads host arrays
             population = data.replace(key=jax.random.wrap_key_data(data.key))
-    if population is None:
-        return runner
-    return runner.replace(features={**runner.features, PBT: population})
+    if population is not None:
+        runner = runner.replace(features={**runner.features, PBT: population})
+    return as_restored(setup, runner)
+
+
+def as_restored(setup: Setup, runner: RunnerState) -> RunnerState:
+    """A fresh runner state typed and placed as a restored one.
+
+    Checkpoints come back without weak types (gymnax's counters start as Python ints) and
+    committed to their devices; a fresh state gets the same, so a resumed run traces the same
+    program as a fresh one (one entry in a persistent compilation cache for both).
+    """
+
+    def strong(x: jax.Array) -> jax.Array:
+        weak = not jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) and x.weak_type
+        return jnp.asarray(x, dtype=x.dtype) if weak else x
+
+    runner = jax.tree.map(strong, runner)
+    if setup.mesh is None:  # with a mesh the sharded init placed every leaf already
+        runner = jax.device_put(runner, jax.local_devices()[0])
+    return runner
 
 
 def pbt_spec(setup: Setup) -> pbt.PBTSpec | None:

@@ -41,6 +41,24 @@ def pytest_unconfigure(config):
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Groups for pytest-xdist's ``--dist loadgroup`` (the README's test command).
+
+    A test file runs on one worker, so its module-scoped compiled fixtures are compiled once;
+    the files that use the session's tiny league (:func:`selfplay_run`) share one worker, so
+    the league trains once. A test that marks its own group keeps it. Without xdist the marks
+    do nothing.
+    """
+    del config
+    league = {item.module.__name__ for item in items if "selfplay_run" in item.fixturenames}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:  # a test's own choice
+            continue
+        module = item.module.__name__
+        item.add_marker(pytest.mark.xdist_group("league" if module in league else module))
+
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -60,6 +78,41 @@ def run_on_cpu_devices(argv: list[str], devices: int, timeout: int) -> subproces
         text=True,
         timeout=timeout,
     )
+
+
+# The tiny CartPole run the tests train: 4 envs x 32 steps, 24 updates in 3 chunks of 8, two
+# 16-unit layers; it compiles in a few seconds on a CPU. A test that needs another shape gives
+# only the difference (later overrides win), so the tests that share a program compile it
+# once (the session's compilation cache).
+TINY_CARTPOLE: tuple[str, ...] = (
+    "env.num_envs=4",
+    "ppo.num_steps=32",
+    "ppo.update_epochs=2",
+    "ppo.num_minibatches=2",
+    "network.hidden_sizes=[16, 16]",
+    "train.total_steps=3072",
+    "train.updates_per_chunk=8",
+    "train.progress_bar=false",
+    "checkpoint.every_updates=8",
+)
+
+
+def tiny_overrides(*changes: str) -> list[str]:
+    """The tiny run's overrides followed by ``changes`` (CLI argv or :func:`make_tiny_config`)."""
+    return [*TINY_CARTPOLE, *changes]
+
+
+def make_tiny_config(*changes: str, config: str = "cartpole.yaml"):
+    """``configs/<config>`` with the tiny run's overrides and then ``changes``."""
+    from jaxrl.config import load_config  # noqa: PLC0415 - keep conftest import light
+
+    return load_config(REPO / "configs" / config, tiny_overrides(*changes))
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    """The tiny CartPole config (:data:`TINY_CARTPOLE`)."""
+    return make_tiny_config()
 
 
 NUM_ENVS = 8

@@ -17,6 +17,7 @@ from jaxrl.curriculum import CurriculumState, advance, make_spec, stage_params, 
 from jaxrl.setup import make_setup
 from jaxrl.train import train
 from jaxrl.train_step import init_runner_state, train_chunk
+from tests.conftest import make_tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -146,22 +147,17 @@ CURRICULUM = (
     "{name: short, env: {max_steps_in_episode: 20}, threshold: 0, window: 1, min_updates: 3},"
     "{name: long, env: {max_steps_in_episode: 60}}]"
 )
-TINY = [
-    "env.num_envs=4",
-    "ppo.num_steps=32",
-    "ppo.update_epochs=1",
-    "ppo.num_minibatches=2",
-    "network.hidden_sizes=[16]",
+# The tiny run in 3 chunks of 4 updates: promotion at update 3 falls inside the first chunk.
+TINY = (
+    CURRICULUM,
     "train.total_steps=1536",
     "train.updates_per_chunk=4",
-    "train.progress_bar=false",
     "checkpoint.every_updates=4",
-    CURRICULUM,
-]
+)
 
 
 def test_stage_switch_does_not_recompile_and_applies_params():
-    config = load_config(REPO / "configs" / "cartpole.yaml", TINY)
+    config = make_tiny_config(*TINY)
     setup = make_setup(config)
     runner = init_runner_state(setup, jax.random.key(0))
 
@@ -185,7 +181,7 @@ def test_stage_switch_does_not_recompile_and_applies_params():
 
 
 def test_curriculum_state_is_logged_checkpointed_and_resumed(tmp_path):
-    config = load_config(REPO / "configs" / "cartpole.yaml", TINY)
+    config = make_tiny_config(*TINY)
     result = train(config, tmp_path / "run", quiet=True)
     assert [row["curriculum/stage"] for row in result.history] == [1.0, 1.0, 1.0]
     assert sum(row["curriculum/promotions"] for row in result.history) == 1.0

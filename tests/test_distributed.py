@@ -22,23 +22,20 @@ from jaxrl.config import load_config
 from jaxrl.distributed import Cluster, DistributedError, cluster_from_flags, detect
 from jaxrl.evaluate import load_policy
 from jaxrl.train import train
-from tests.conftest import cpu_devices_env, run_on_cpu_devices
+from tests.conftest import cpu_devices_env, run_on_cpu_devices, tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 
 # 8 envs x 32 steps, 6 updates in 2 chunks, one minibatch of one epoch per update.
-SAME_STEPS = [
+SAME_STEPS = tiny_overrides(
     "env.num_envs=8",
     "env.normalize_obs=true",
-    "ppo.num_steps=32",
     "ppo.update_epochs=1",
     "ppo.num_minibatches=1",
-    "network.hidden_sizes=[16, 16]",
     "train.total_steps=1536",
     "train.updates_per_chunk=3",
-    "train.progress_bar=false",
     "checkpoint.every_updates=3",
-]
+)
 TOLERANCE = 1e-5  # float32 sums in another order across devices
 
 

@@ -25,21 +25,17 @@ from jaxrl.hyper import (
     member_env_params,
 )
 from jaxrl.train import train
+from tests.conftest import tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 
 # 4 envs x 16 steps, 6 updates in 2 chunks.
-SMALL = [
-    "env.num_envs=4",
+SMALL = tiny_overrides(
     "ppo.num_steps=16",
-    "ppo.update_epochs=2",
-    "ppo.num_minibatches=2",
-    "network.hidden_sizes=[16, 16]",
     "train.total_steps=384",
     "train.updates_per_chunk=3",
-    "train.progress_bar=false",
     "checkpoint.every_updates=3",
-]
+)
 LRS = [1e-3, 3e-4]
 MEMBERS = SMALL + ["train.num_seeds=2", f"sweep={{ppo.lr: {LRS}, ppo.ent_coef: [0.0, 0.02]}}"]
 TOLERANCE = 1e-5  # vmapped and single runs may sum in another order

@@ -8,13 +8,20 @@ GIF) as non-empty images and show each one inline.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from tests.conftest import TINY_CARTPOLE, tiny_selfplay
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+# The soccer notebook's smoke run is the tests' tiny league: it runs on the league's xdist
+# worker (tests/conftest.py), where that program and its tournament are compiled once.
+LEAGUE = pytest.mark.xdist_group("league")
+RUNS = [pytest.param(p, id=p.stem, marks=[LEAGUE] * (p.stem == "soccer_league")) for p in NOTEBOOKS]
 # What each notebook writes next to itself, and shows inline, by file name.
 FIGURES = {
     "custom_env": ("corridor.png",),
@@ -52,7 +59,7 @@ def test_committed_without_outputs(path):
     assert not stale, f"{path.name}: cells {stale} carry outputs; clear them before committing"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", RUNS)
 def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     monkeypatch.setenv("JAXRL_SMOKE", "1")
     # Run in a scratch notebooks/ directory, so runs and images stay out of the tree; the
@@ -77,3 +84,30 @@ def test_runs_in_smoke_mode(path, tmp_path, monkeypatch):
     for suffix, mime in MIME.items():
         shown = sum(name.endswith(suffix) for name in FIGURES[path.stem])
         assert _displayed(book, mime) == shown, f"{path.name}: {mime} displays"
+
+
+def _smoke_branch(stem: str) -> list[ast.stmt]:
+    """The statements under ``if SMOKE:`` in notebook ``stem``'s code cells."""
+    book = nbformat.read(NOTEBOOKS[[p.stem for p in NOTEBOOKS].index(stem)], as_version=4)
+    found = []
+    for cell in book.cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "SMOKE":
+                found += node.body
+    return found
+
+
+def test_smoke_runs_are_the_tests_tiny_runs():
+    # The smoke runs train the tests' tiny programs, so CI compiles each once (the session's
+    # compilation cache); a notebook that drifts from them would compile its own.
+    quick = ast.unparse(_smoke_branch("quickstart")[0])
+    assert all(f"'{o}'" in quick for o in TINY_CARTPOLE if "progress_bar" not in o), quick
+    (league,) = [
+        n.value.args[0]
+        for n in _smoke_branch("soccer_league")
+        if isinstance(n, ast.Assign) and ast.unparse(n.value.func) == "config_from_dict"
+    ]
+    data = eval(compile(ast.Expression(league), "soccer_league", "eval"), {"__builtins__": {}})
+    assert data == tiny_selfplay(selfplay__snapshot_every=4)

@@ -196,40 +196,10 @@ def test_figure_of_the_wrong_run_is_one_line(tmp_path, capsys, figure, message):
     assert "give one --run-dir, got 2" in capsys.readouterr().err
 
 
-@pytest.fixture(scope="module")
-def soccer_terms_run(tmp_path_factory):
-    """Soccer 1v1 against the RulePolicy, 8-step matches: each env ends 2 matches per update."""
-    config = load_config(
-        REPO / "configs" / "soccer_1v1.yaml",
-        [
-            "env.num_envs=2",
-            "env.kwargs.max_steps_in_episode=8",
-            "ppo.num_steps=16",
-            "ppo.update_epochs=1",
-            "ppo.num_minibatches=1",
-            "network.hidden_sizes=[8]",
-            "train.total_steps=64",
-            "train.updates_per_chunk=1",
-            "train.progress_bar=false",
-            "precision=float32",
-        ],
-    )
-    return train(config, tmp_path_factory.mktemp("soccer_terms") / "run", quiet=True)
-
-
-def test_reward_terms_per_episode_by_hand(soccer_terms_run):
-    """The time term is its weight on every step of a car: 8 steps, 8 x -0.001 per match;
-    with one car a team, the terms add up to the return (team spirit blends a car with
-    itself)."""
-    rows = soccer_terms_run.history
-    assert [row["rollout/episodes"] for row in rows] == [4.0, 4.0]  # 2 envs x 2 matches
-    terms = {
-        tag: [row[tag] for row in rows] for tag in rows[0] if tag.startswith("rollout/reward/")
-    }
-    assert set(terms) == {f"rollout/reward/{name}" for name in REWARD_TERMS}
-    np.testing.assert_allclose(terms["rollout/reward/time"], [8 * -0.001] * 2, rtol=1e-6)
-    total = np.sum([values for values in terms.values()], axis=0)
-    returns = [row["rollout/episode_return"] for row in rows]
-    np.testing.assert_allclose(total, returns, rtol=1e-5, atol=1e-6)
-    breakdown = plot.reward_breakdown(soccer_terms_run.run_dir)
-    assert list(breakdown) == ["run"] and set(breakdown["run"]) == set(REWARD_TERMS)
+def test_reward_breakdown_of_a_real_run(selfplay_run):
+    # The terms' in-graph sums are checked against a hand count in test_reward_terms; here
+    # the figure's reader finds every Soccer term in a trained run's events.
+    breakdown = plot.reward_breakdown(selfplay_run.run_dir)
+    assert len(breakdown) == 1
+    (terms,) = breakdown.values()
+    assert set(terms) == set(REWARD_TERMS)

@@ -27,23 +27,18 @@ from jaxrl.train_step import (
     make_train_step,
     training_batch,
 )
+from tests.conftest import tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 
 # 4 envs x 16 steps with 5-step episodes: every sequence crosses episode boundaries.
-TINY_RNN = [
-    "env.num_envs=4",
+TINY_RNN = tiny_overrides(
     "env.kwargs={max_steps_in_episode: 5}",
     "ppo.num_steps=16",
-    "ppo.update_epochs=2",
-    "ppo.num_minibatches=2",
     "network.hidden_sizes=[8]",
     "network.core_size=8",
     "train.total_steps=1536",
-    "train.updates_per_chunk=8",
-    "train.progress_bar=false",
-    "checkpoint.every_updates=8",
-]
+)
 
 
 def _config(*extra: str):

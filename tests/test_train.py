@@ -16,25 +16,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import load_config
 from jaxrl.setup import make_setup
 from jaxrl.train import TrainingError, train
-from jaxrl.train_step import init_runner_state, make_train_step, train_chunk
+from jaxrl.train_step import init_run, init_runner_state, make_train_step, train_chunk
+from tests.conftest import TINY_CARTPOLE, make_tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
-
-# 4 envs x 32 steps, 24 updates in 3 chunks of 8: compiles in a few seconds on CPU.
-TINY = [
-    "env.num_envs=4",
-    "ppo.num_steps=32",
-    "ppo.update_epochs=2",
-    "ppo.num_minibatches=2",
-    "network.hidden_sizes=[16, 16]",
-    "train.total_steps=3072",
-    "train.updates_per_chunk=8",
-    "train.progress_bar=false",
-    "checkpoint.every_updates=8",
-]
 
 
 def _leaves_equal(a, b) -> bool:
@@ -42,11 +31,6 @@ def _leaves_equal(a, b) -> bool:
         np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True)
         for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
     )
-
-
-@pytest.fixture(scope="module")
-def tiny_config():
-    return load_config(REPO / "configs" / "cartpole.yaml", TINY)
 
 
 def test_train_step_compiles_once(tiny_config):
@@ -109,9 +93,19 @@ def test_same_seed_same_bits(two_runs):
 
 
 def test_different_seed_different_params(tiny_config, tmp_path, two_runs):
-    config = load_config(REPO / "configs" / "cartpole.yaml", [*TINY, "seed=1"])
+    config = make_tiny_config("seed=1")
     other = train(config, tmp_path / "c", quiet=True)
     assert not _leaves_equal(other.runner.params, two_runs[0].runner.params)
+
+
+def test_a_resumed_run_compiles_the_fresh_runs_program(tiny_config, two_runs):
+    # A restored state has no weak types and is committed to its device; init_run gives a
+    # fresh one the same, so resuming hits the compilation cache instead of compiling again.
+    setup = make_setup(tiny_config)
+    fresh = init_run(setup)
+    restored, _ = Checkpointer(two_runs[0].run_dir, create=False).restore(fresh, step=8)
+    step = make_train_step(setup)
+    assert step.lower(restored).as_text() == step.lower(fresh).as_text()
 
 
 def test_run_writes_config_events_and_checkpoints(two_runs):
@@ -190,7 +184,7 @@ def _held_run(run_dir: Path, where: str, *extra: str) -> subprocess.Popen:
         where,
         "--config",
         str(REPO / "configs" / "cartpole.yaml"),
-        *TINY,
+        *TINY_CARTPOLE,
         *extra,
         "--run-dir",
         str(run_dir),
@@ -392,7 +386,7 @@ def test_wandb_offline_logs_the_tensorboard_scalars_per_member(tmp_path):
     pytest.importorskip("wandb")
     from tensorboard.backend.event_processing import event_accumulator  # noqa: PLC0415
 
-    overrides = [*TINY, "train.num_seeds=2", "logger.wandb.project=jaxrl-test"]
+    overrides = [*TINY_CARTPOLE, "train.num_seeds=2", "logger.wandb.project=jaxrl-test"]
     config = load_config(
         REPO / "configs" / "cartpole.yaml", [*overrides, "logger.wandb.mode=offline"]
     )
