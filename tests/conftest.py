@@ -46,15 +46,17 @@ def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's ``--dist loadgroup`` (the README's test command).
 
     A test file runs on one worker, so its module-scoped compiled fixtures are compiled once;
-    a test that marks its own group keeps it (each notebook is a group of its own). Programs
-    used by several files (the tiny league of :func:`selfplay_run`) are compiled by the first
-    worker that needs them and read from the session's compilation cache by the rest. Without
-    xdist the marks do nothing.
+    the files that use the session's tiny league (:func:`selfplay_run`) share one worker, so
+    the league trains once. A test that marks its own group keeps it. Without xdist the marks
+    do nothing.
     """
     del config
+    league = {item.module.__name__ for item in items if "selfplay_run" in item.fixturenames}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+        if item.get_closest_marker("xdist_group") is not None:  # a test's own choice
+            continue
+        module = item.module.__name__
+        item.add_marker(pytest.mark.xdist_group("league" if module in league else module))
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -178,10 +180,9 @@ def tiny_selfplay(**extra) -> dict:
 
 @pytest.fixture(scope="session")
 def selfplay_run(tmp_path_factory):
-    """The tiny self-play run (snapshots every 2 updates, on its checkpoints): the program
-    ``test_selfplay``'s chunks and the soccer notebook's smoke run compile too."""
+    """A tiny self-play run whose snapshots (every 4 updates) fall on its checkpoints."""
     from jaxrl.config import config_from_dict  # noqa: PLC0415 - keep conftest import light
     from jaxrl.train import train  # noqa: PLC0415
 
-    config = config_from_dict(tiny_selfplay())
+    config = config_from_dict(tiny_selfplay(selfplay__snapshot_every=4))
     return train(config, tmp_path_factory.mktemp("selfplay") / "run", quiet=True)

@@ -18,9 +18,10 @@ from nbclient import NotebookClient
 from tests.conftest import TINY_CARTPOLE, tiny_selfplay
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-# Each notebook is a pytest-xdist group of its own (tests/conftest.py), so the three run on
-# whichever worker is free.
-RUNS = [pytest.param(p, id=p.stem, marks=pytest.mark.xdist_group(p.stem)) for p in NOTEBOOKS]
+# The soccer notebook's smoke run is the tests' tiny league: it runs on the league's xdist
+# worker (tests/conftest.py), where that program and its tournament are compiled once.
+LEAGUE = pytest.mark.xdist_group("league")
+RUNS = [pytest.param(p, id=p.stem, marks=[LEAGUE] * (p.stem == "soccer_league")) for p in NOTEBOOKS]
 # What each notebook writes next to itself, and shows inline, by file name.
 FIGURES = {
     "custom_env": ("corridor.png",),
@@ -109,4 +110,4 @@ def test_smoke_runs_are_the_tests_tiny_runs():
         if isinstance(n, ast.Assign) and ast.unparse(n.value.func) == "config_from_dict"
     ]
     data = eval(compile(ast.Expression(league), "soccer_league", "eval"), {"__builtins__": {}})
-    assert data == tiny_selfplay()
+    assert data == tiny_selfplay(selfplay__snapshot_every=4)

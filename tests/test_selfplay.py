@@ -31,7 +31,7 @@ from jaxrl.league.rating import RULE_ELO, learner_rating
 from jaxrl.match import NETWORK
 from jaxrl.setup import make_setup
 from jaxrl.train import run_summary, train
-from jaxrl.train_step import init_run, init_runner_state, make_plan, train_chunk
+from jaxrl.train_step import init_runner_state, make_plan, train_chunk
 from jaxrl.types import EpisodeSums, RunningStats
 from tests.conftest import NUM_ENVS, STEPS, UPDATES, tiny_selfplay
 
@@ -47,7 +47,7 @@ def config():
 def chunks(config):
     """Three chunks of the jitted step (one trace) and what each returned."""
     setup = make_setup(config)
-    runner = init_run(setup)  # as train() starts: the program selfplay_run compiled
+    runner = init_runner_state(setup, jax.random.key(0))
     step = jax.jit(chex.assert_max_traces(lambda r: train_chunk(setup, r), n=1), donate_argnums=0)
     history = []
     for _ in range(UPDATES // config.chunk_updates):
