@@ -91,6 +91,37 @@ def empty_pool(current: PolicyParams, size: int, rating: float) -> SelfPlayState
     )
 
 
+def fill_slot(
+    state: SelfPlayState,
+    policy: PolicyParams,
+    due: jax.Array,
+    update_step: jax.Array,
+    elo: jax.Array,
+) -> SelfPlayState:
+    """``state`` with ``policy`` in the next ring slot where ``due`` (entry K untouched).
+
+    The slot's results are cleared, its rating set to ``elo`` and ``added_at`` to
+    ``update_step``; ``snapshots`` counts it. The learner's own snapshots
+    (:func:`take_snapshot`) and the exploiters' hand-offs (:mod:`jaxrl.league.exploiters`)
+    both enter the pool here.
+    """
+    size = state.filled.shape[0]
+    slot = state.next_slot
+    return state.replace(
+        pool=jax.tree.map(
+            lambda pool, new: pool.at[slot].set(jnp.where(due, new, pool[slot])),
+            state.pool,
+            policy,
+        ),
+        filled=state.filled.at[slot].set(state.filled[slot] | due),
+        added_at=state.added_at.at[slot].set(jnp.where(due, update_step, state.added_at[slot])),
+        next_slot=jnp.where(due, (slot + 1) % size, slot),
+        results=state.results.at[slot].set(jnp.where(due, 0.0, state.results[slot])),
+        elo=state.elo.at[slot].set(jnp.where(due, elo, state.elo[slot])),
+        snapshots=state.snapshots + due.astype(jnp.int32),
+    )
+
+
 def take_snapshot(
     state: SelfPlayState,
     current: PolicyParams,
@@ -113,18 +144,8 @@ def take_snapshot(
       ``snapshots`` and ``pool`` updated; the rest as in ``state``).
     """
     size = state.filled.shape[0]
-    slot = state.next_slot
-
-    def write(pool, new):
-        pool = pool.at[slot].set(jnp.where(due, new, pool[slot]))
-        return pool.at[size].set(new)  # entry K: the policy the next rollout plays
-
+    state = fill_slot(state.replace(results=results), current, due, update_step, state.learner_elo)
+    # Entry K: the policy the next rollout plays.
     return state.replace(
-        pool=jax.tree.map(write, state.pool, current),
-        filled=state.filled.at[slot].set(state.filled[slot] | due),
-        added_at=state.added_at.at[slot].set(jnp.where(due, update_step, state.added_at[slot])),
-        next_slot=jnp.where(due, (slot + 1) % size, slot),
-        results=results.at[slot].set(jnp.where(due, 0.0, results[slot])),
-        elo=state.elo.at[slot].set(jnp.where(due, state.learner_elo, state.elo[slot])),
-        snapshots=state.snapshots + due.astype(jnp.int32),
+        pool=jax.tree.map(lambda pool, new: pool.at[size].set(new), state.pool, current)
     )
