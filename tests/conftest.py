@@ -41,7 +41,12 @@ def pytest_unconfigure(config):
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+# A wrapper: the marks are set before xdist's worker hook appends "@<group>" to the node ids
+# (the scheduler groups by that suffix), and afterwards the suffix is checked. pytest 9.2
+# keeps node ids in a structured field that xdist 3.8 does not write (pytest-xdist#1386), so
+# with it every test was scheduled on its own and each module fixture could compile twice;
+# the dev extra pins pytest<9.2, and the controller's check below stops a run without groups.
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's ``--dist loadgroup`` (the README's test command).
 
@@ -50,13 +55,24 @@ def pytest_collection_modifyitems(config, items):
     the league trains once. A test that marks its own group keeps it. Without xdist the marks
     do nothing.
     """
-    del config
     league = {item.module.__name__ for item in items if "selfplay_run" in item.fixturenames}
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:  # a test's own choice
             continue
         module = item.module.__name__
         item.add_marker(pytest.mark.xdist_group("league" if module in league else module))
+    return (yield)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook, run by the controller
+def pytest_xdist_node_collection_finished(node, ids):
+    """Stop at once when a worker's tests carry no group (see the comment above)."""
+    if node.config.getoption("dist") == "loadgroup" and ids and not any("@" in i for i in ids):
+        pytest.exit(
+            "pytest-xdist did not group the tests (--dist loadgroup); with pytest 9.2 it "
+            "cannot (pytest-xdist#1386): install the dev extra's pytest<9.2",
+            returncode=4,
+        )
 
 
 REPO = Path(__file__).resolve().parent.parent
