@@ -41,8 +41,11 @@ def pytest_unconfigure(config):
         shutil.rmtree(path, ignore_errors=True)
 
 
+LEAGUE_GROUP = "league"  # the xdist group of every test that needs the tiny league's programs
+
+
 # A wrapper: the marks are set before xdist's worker hook appends "@<group>" to the node ids
-# (the scheduler groups by that suffix), and afterwards the suffix is checked. pytest 9.2
+# (the scheduler groups by that suffix). pytest 9.2
 # keeps node ids in a structured field that xdist 3.8 does not write (pytest-xdist#1386), so
 # with it every test was scheduled on its own and each module fixture could compile twice;
 # the dev extra pins pytest<9.2, and the controller's check below stops a run without groups.
@@ -60,7 +63,7 @@ def pytest_collection_modifyitems(config, items):
         if item.get_closest_marker("xdist_group") is not None:  # a test's own choice
             continue
         module = item.module.__name__
-        item.add_marker(pytest.mark.xdist_group("league" if module in league else module))
+        item.add_marker(pytest.mark.xdist_group(LEAGUE_GROUP if module in league else module))
     return (yield)
 
 

@@ -15,12 +15,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from tests.conftest import TINY_CARTPOLE, tiny_selfplay
+from tests.conftest import LEAGUE_GROUP, TINY_CARTPOLE, tiny_selfplay
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 # The soccer notebook's smoke run is the tests' tiny league: it runs on the league's xdist
 # worker (tests/conftest.py), where that program and its tournament are compiled once.
-LEAGUE = pytest.mark.xdist_group("league")
+LEAGUE = pytest.mark.xdist_group(LEAGUE_GROUP)
 RUNS = [pytest.param(p, id=p.stem, marks=[LEAGUE] * (p.stem == "soccer_league")) for p in NOTEBOOKS]
 # What each notebook writes next to itself, and shows inline, by file name.
 FIGURES = {
