@@ -1,0 +1,250 @@
+"""A trained CAGE2 defender against the CAGE-2 challenge's final leaderboard.
+
+    python -m bench.cyber_defender --run-dir DIR [--episodes 1000] [--seed 153] [--step S]
+                                   [--stochastic] [--json FILE]
+
+Plays the run's policy (deterministic: the mode of each action distribution) in the twelve
+cells of the challenge's evaluation: Red B_line and Meander, 30, 50 and 100 steps, with CybORG
+2.1's bugs (``fix_bugs=False``, the leaderboard's setting) and with CybORG++'s fixes. Each cell
+is ``--episodes`` vmapped episodes of one compiled program (the cell's env params are its
+arguments), all cells from the same evaluation key (``--seed``, 153 by default after the
+challenge's ``random.seed(153)``-style fixed evaluation seeds), GreenAgent off as in the
+official evaluation. Prints mean +- standard error per cell beside the leaderboard's top
+entries and the best entry per cell, and says whether the defender is at or above the best
+entry in every 2.1 cell and its six-cell total at or above :data:`TARGET_TOTAL` (issue 20's
+targets). The leaderboard has no fixed-bugs column: those scores are reported, not compared.
+
+A run with several members (``train.num_seeds``, sweeps) is evaluated member by member in the
+same program (vmapped). Exits 0 once every cell is played, whatever the verdict; 1 with one
+line on bad input (not a run directory, not a CAGE2 run, a bad step or episode count).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from jaxrl.checkpoint import CheckpointError
+from jaxrl.config import ConfigError, load_run_config
+from jaxrl.evaluate import run_episodes
+from jaxrl.play import load_policy, play_params
+
+REDS = {"B_line": 1, "Meander": 2}  # envs.cyber.red agent index of each Red
+LENGTHS = (30, 50, 100)
+BUGS = {"2.1": False, "fixed": True}  # fix_bugs per column group: CybORG 2.1, CybORG++
+
+# The CAGE-2 challenge's final leaderboard (CybORG 2.1, 1000 episodes a cell): the top three
+# entries' six-cell totals and, where published per cell, their scores at 30/50/100 steps.
+LEADERBOARD: dict[str, dict] = {
+    "CardiffUni": {
+        "B_line": (-3.47, -6.41, -13.76),
+        "Meander": (-5.64, -8.69, -16.6),
+        "total": -54.57,
+    },
+    "Keeping it RL": {
+        "B_line": (-3.48, -5.85, -11.39),
+        "Meander": (-6.47, -10.33, -19.38),
+        "total": -56.9,
+    },
+    "Mindrake": {"total": -57.05},
+}
+TARGET_TOTAL = -50.0  # issue 20: the six 2.1 cells together
+
+
+def best_entry(red: str, length: int) -> float:
+    """The best leaderboard score of one 2.1 cell (over the entries with per-cell scores)."""
+    i = LENGTHS.index(length)
+    return max(entry[red][i] for entry in LEADERBOARD.values() if red in entry)
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One evaluation cell's score: the mean return of ``episodes`` episodes and its SE."""
+
+    bugs: str  # "2.1" | "fixed"
+    red: str  # "B_line" | "Meander"
+    length: int  # steps per episode
+    mean: float
+    se: float  # standard error of the mean (std / sqrt(episodes))
+
+
+@dataclasses.dataclass(frozen=True)
+class DefenderScores:
+    """One policy's twelve cells (one member of the run)."""
+
+    step: int  # checkpoint update step
+    episodes: int  # per cell
+    seed: int  # evaluation seed
+    deterministic: bool
+    cells: tuple[Cell, ...]  # bugs x red x length, in BUGS, REDS, LENGTHS order
+    member: str | None = None  # the member's name in a run with several members
+
+    def cell(self, bugs: str, red: str, length: int) -> Cell:
+        """The cell of one bug setting, Red agent and episode length."""
+        return next(c for c in self.cells if (c.bugs, c.red, c.length) == (bugs, red, length))
+
+    def total(self, bugs: str) -> float:
+        """The six cells of one bug setting, summed (the leaderboard's total)."""
+        return sum(c.mean for c in self.cells if c.bugs == bugs)
+
+    def cells_at_best(self) -> int:
+        """How many of the six 2.1 cells are at or above the best leaderboard entry."""
+        return sum(
+            self.cell("2.1", red, n).mean >= best_entry(red, n) for red in REDS for n in LENGTHS
+        )
+
+    def meets_targets(self) -> bool:
+        """Issue 20's targets: every 2.1 cell at or above the best entry, total >= -50."""
+        return (
+            self.cells_at_best() == len(REDS) * len(LENGTHS) and self.total("2.1") >= TARGET_TOTAL
+        )
+
+    def to_json(self) -> dict:
+        """JSON-ready dict, with the verdict."""
+        data = dataclasses.asdict(self)
+        data["total"] = {bugs: self.total(bugs) for bugs in BUGS}
+        data["cells_at_best_entry"] = self.cells_at_best()
+        data["meets_targets"] = self.meets_targets()
+        return data
+
+
+def evaluate_defender(
+    run_dir: str | Path,
+    episodes: int = 1000,
+    seed: int = 153,
+    step: int | None = None,
+    deterministic: bool = True,
+) -> list[DefenderScores]:
+    """Play the run's policy in every cell; one :class:`DefenderScores` per member.
+
+    Raises:
+      CheckpointError: not a run directory, or no matching checkpoint.
+      ValueError: not a CAGE2 run, or ``episodes < 1``.
+    """
+    if episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    if (Path(run_dir) / "config.yaml").is_file():  # refuse another env before restoring
+        env_name = load_run_config(run_dir).env.name
+        if env_name != "CAGE2":
+            raise ValueError(f"{run_dir} trained {env_name}, not CAGE2")
+    setup, policy, step = load_policy(run_dir, step)
+    members = setup.members
+
+    def play(policy, env_params):  # -> [E] float32 returns (one member)
+        stats = run_episodes(
+            setup, policy, jax.random.key(seed), episodes, deterministic, env_params
+        )
+        return stats.episode_return
+
+    # One compile serves every cell: the cell's env params are array arguments.
+    play = jax.jit(play if members.count == 1 else jax.vmap(play, in_axes=(0, None)))
+    returns = {}  # (bugs, red, length) -> [R, E] float64
+    for bugs, fix in BUGS.items():
+        for red, red_agent in REDS.items():
+            for length in LENGTHS:
+                overrides = {"red_agent": red_agent, "max_steps_in_episode": length,
+                             "fix_bugs": fix, "green_agent": False}  # fmt: skip
+                env_params = play_params(setup, overrides=overrides)
+                cell_returns = np.asarray(jax.device_get(play(policy, env_params)), np.float64)
+                returns[bugs, red, length] = cell_returns.reshape(members.count, episodes)
+
+    def scores(i: int) -> DefenderScores:
+        cells = tuple(
+            Cell(
+                bugs=bugs,
+                red=red,
+                length=length,
+                mean=float(r[i].mean()),
+                se=float(r[i].std() / np.sqrt(episodes)),
+            )
+            for (bugs, red, length), r in returns.items()
+        )
+        return DefenderScores(
+            step=int(step),
+            episodes=episodes,
+            seed=seed,
+            deterministic=deterministic,
+            cells=cells,
+            member=members.names[i] if members.count > 1 else None,
+        )
+
+    return [scores(i) for i in range(members.count)]
+
+
+def report(scores: DefenderScores) -> str:
+    """The defender's table beside the leaderboard, and the verdict, as text."""
+
+    def row(label: str, values: tuple[float, ...], total: float) -> str:
+        return f"| {label} | " + " | ".join(f"{v:.2f}" for v in values) + f" | {total:.2f} |"
+
+    lines = [
+        (f"{scores.member}: " if scores.member else "")
+        + f"step {scores.step}, {scores.episodes} episodes a cell, seed {scores.seed}, "
+        + ("deterministic" if scores.deterministic else "stochastic")
+        + " actions",
+        "",
+        "| Blue | " + " | ".join(f"{red} {n}" for red in REDS for n in LENGTHS) + " | total |",
+        "|---" * (1 + len(REDS) * len(LENGTHS) + 1) + "|",
+    ]
+    for bugs in BUGS:
+        cells = [scores.cell(bugs, red, n) for red in REDS for n in LENGTHS]
+        lines.append(
+            f"| jaxrl ({bugs}) | "
+            + " | ".join(f"{c.mean:.2f} +- {c.se:.2f}" for c in cells)
+            + f" | {scores.total(bugs):.2f} |"
+        )
+    for name, entry in LEADERBOARD.items():
+        if "B_line" in entry:
+            lines.append(row(name, entry["B_line"] + entry["Meander"], entry["total"]))
+        else:
+            blanks = " | ".join("-" for _ in range(len(REDS) * len(LENGTHS)))
+            lines.append(f"| {name} | {blanks} | {entry['total']:.2f} |")
+    best = tuple(best_entry(red, n) for red in REDS for n in LENGTHS)
+    lines.append(row("best entry per cell", best, sum(best)))
+    met = scores.cells_at_best()
+    lines += [
+        "",
+        f"2.1: {met}/6 cells at or above the best entry; total {scores.total('2.1'):.2f} "
+        f"(target >= {TARGET_TOTAL:.1f}): targets {'met' if scores.meets_targets() else 'not met'}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench.cyber_defender``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.cyber_defender",
+        description="A trained CAGE2 defender against the CAGE-2 leaderboard.",
+    )
+    parser.add_argument("--run-dir", required=True, help="a CAGE2 run written by jaxrl.train")
+    parser.add_argument("--episodes", type=int, default=1000, help="episodes a cell")
+    parser.add_argument("--seed", type=int, default=153, help="evaluation seed (every cell)")
+    parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
+    parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
+    parser.add_argument("--json", type=Path, help="also write the scores to this JSON file")
+    args = parser.parse_args(argv)
+    if args.json and not args.json.parent.is_dir():  # refuse before the evaluation, not after
+        print(f"error: --json {args.json}: no directory {args.json.parent}", file=sys.stderr)
+        return 1
+    try:
+        results = evaluate_defender(
+            args.run_dir, args.episodes, args.seed, args.step, not args.stochastic
+        )
+    except (CheckpointError, ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print("\n\n".join(report(s) for s in results))
+    if args.json:
+        payload = [s.to_json() for s in results]
+        args.json.write_text(json.dumps(payload[0] if len(payload) == 1 else payload, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
