@@ -30,14 +30,15 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from bench.cyber_fidelity import LENGTHS, RED_INDEX
 from jaxrl.checkpoint import CheckpointError
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.evaluate import run_episodes
 from jaxrl.play import load_policy, play_params
 
-REDS = {"B_line": 1, "Meander": 2}  # envs.cyber.red agent index of each Red
-LENGTHS = (30, 50, 100)
+REDS = {red: RED_INDEX[red] for red in ("B_line", "Meander")}  # the active Reds' agent indices
 BUGS = {"2.1": False, "fixed": True}  # fix_bugs per column group: CybORG 2.1, CybORG++
+CELLS_PER_SETTING = len(REDS) * len(LENGTHS)  # six cells a bug setting
 
 # The CAGE-2 challenge's final leaderboard (CybORG 2.1, 1000 episodes a cell): the top three
 # entries' six-cell totals and, where published per cell, their scores at 30/50/100 steps.
@@ -101,9 +102,7 @@ class DefenderScores:
 
     def meets_targets(self) -> bool:
         """Issue 20's targets: every 2.1 cell at or above the best entry, total >= -50."""
-        return (
-            self.cells_at_best() == len(REDS) * len(LENGTHS) and self.total("2.1") >= TARGET_TOTAL
-        )
+        return self.cells_at_best() == CELLS_PER_SETTING and self.total("2.1") >= TARGET_TOTAL
 
     def to_json(self) -> dict:
         """JSON-ready dict, with the verdict."""
@@ -190,7 +189,7 @@ def report(scores: DefenderScores) -> str:
         + " actions",
         "",
         "| Blue | " + " | ".join(f"{red} {n}" for red in REDS for n in LENGTHS) + " | total |",
-        "|---" * (1 + len(REDS) * len(LENGTHS) + 1) + "|",
+        "|---" * (1 + CELLS_PER_SETTING + 1) + "|",
     ]
     for bugs in BUGS:
         cells = [scores.cell(bugs, red, n) for red in REDS for n in LENGTHS]
@@ -203,14 +202,15 @@ def report(scores: DefenderScores) -> str:
         if "B_line" in entry:
             lines.append(row(name, entry["B_line"] + entry["Meander"], entry["total"]))
         else:
-            blanks = " | ".join("-" for _ in range(len(REDS) * len(LENGTHS)))
+            blanks = " | ".join("-" for _ in range(CELLS_PER_SETTING))
             lines.append(f"| {name} | {blanks} | {entry['total']:.2f} |")
     best = tuple(best_entry(red, n) for red in REDS for n in LENGTHS)
     lines.append(row("best entry per cell", best, sum(best)))
     met = scores.cells_at_best()
     lines += [
         "",
-        f"2.1: {met}/6 cells at or above the best entry; total {scores.total('2.1'):.2f} "
+        f"2.1: {met}/{CELLS_PER_SETTING} cells at or above the best entry; "
+        f"total {scores.total('2.1'):.2f} "
         f"(target >= {TARGET_TOTAL:.1f}): targets {'met' if scores.meets_targets() else 'not met'}",
     ]
     return "\n".join(lines)
