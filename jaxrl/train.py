@@ -289,6 +289,8 @@ def run_summary(
         )
     for feature in setup.features:
         lines += [f"  {line}" for line in feature.summary(features[feature.name])]
+    if setup.exploiters is not None:
+        lines += [f"  {line}" for line in setup.exploiters.summary()]
     return "\n".join(lines)
 
 

@@ -45,7 +45,7 @@ def config():
 
 @pytest.fixture(scope="module")
 def chunks(config):
-    """Three chunks of the jitted step (one trace) and what each returned."""
+    """Three chunks of the jitted step (one trace), what each returned, and the step."""
     setup = make_setup(config)
     runner = init_runner_state(setup, jax.random.key(0))
     step = jax.jit(chex.assert_max_traces(lambda r: train_chunk(setup, r), n=1), donate_argnums=0)
@@ -59,7 +59,7 @@ def chunks(config):
                 "filled": np.asarray(runner.features["selfplay"].filled),
             }
         )
-    return setup, runner, history
+    return setup, runner, history, step
 
 
 # ----------------------------------------------------------------------------- PFSP
@@ -152,7 +152,7 @@ def test_learner_rating_fixed_point_does_not_depend_on_games_per_update():
 
 
 def test_learner_rating_is_carried_in_graph(chunks):
-    _, runner, history = chunks
+    _, runner, history, _ = chunks
     state = runner.features["selfplay"]
     assert float(state.rule_results.sum()) > 0  # rule matches counted during the league
     elo = [float(h["metrics"]["selfplay/elo"]) for h in history]
@@ -232,7 +232,7 @@ def test_league_rating_holds_at_2048_envs():
 
 
 def test_snapshots_and_opponent_draws_do_not_retrace(chunks):
-    _, runner, history = chunks
+    _, runner, history, _ = chunks
     stages = [h["metrics"]["curriculum/stage"] for h in history]
     assert stages == [1.0, 1.0, 1.0]  # promoted into the league in the first chunk
     filled = [int(h["filled"].sum()) for h in history]
@@ -245,7 +245,7 @@ def test_snapshots_and_opponent_draws_do_not_retrace(chunks):
 
 
 def test_opponent_groups_and_sides(chunks, config):
-    setup, runner, _ = chunks
+    setup, runner, _, _ = chunks
     layout = setup.layout
     assert (layout.latest_envs, layout.rule_envs, layout.pool_lanes, layout.lane_envs) == (
         2,
@@ -266,16 +266,16 @@ def test_opponent_groups_and_sides(chunks, config):
 
 
 def test_learner_plays_both_sides_during_the_league(chunks):
-    setup, runner, _ = chunks
-    step = jax.jit(lambda r: train_chunk(setup, r)[0].match.side)
-    sides = np.asarray(step(runner))[:NUM_ENVS]
+    _, runner, _, step = chunks
+    # One more chunk of the fixture's compiled step (it donates its argument: give it a copy).
+    sides = np.asarray(step(jax.tree.map(jnp.copy, runner))[0].match.side)[:NUM_ENVS]
     seen = set(sides.tolist())
     # Over many matches both teams occur (checked on the carried sides of one more chunk).
     assert seen <= {0, 1} and len(seen) == 2
 
 
 def test_evaluation_lanes_report_and_never_train(chunks):
-    setup, runner, history = chunks
+    setup, runner, history, _ = chunks
     layout = setup.layout
     assert layout.total_envs == NUM_ENVS + 4
     # The normaliser saw the learner's rows of the training envs only: T steps x 8 envs x 3
