@@ -274,6 +274,21 @@ def audit_compiled(compiled: Any, updates: int) -> Audit:
     return audit_module(parse_hlo(compiled.as_text()), updates, temp)
 
 
+# The audit reads the optimized HLO and its buffer assignment and never runs the program. On the
+# CPU, LLVM's code generation comes after both, so it runs unoptimized: the HLO text is the same
+# (tests/test_hlo_audit.py), and cartpole_gru compiles in 9.7 s instead of 14.6 s.
+HLO_ONLY_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
+def compile_for_audit(lowered: Any) -> Any:
+    """``lowered.compile()``, for reading its HLO: without LLVM optimisation on the CPU."""
+    import jax
+
+    if jax.default_backend() == "cpu":
+        return lowered.compile(HLO_ONLY_OPTIONS)
+    return lowered.compile()
+
+
 # ---- the audited workloads --------------------------------------------------------------------
 
 # Small shapes: the structure of the program does not depend on the batch, and a CI machine
@@ -314,8 +329,8 @@ WORKLOADS: dict[str, tuple[str, tuple[str, ...]]] = {
 CI_WORKLOADS = ("cartpole_ff", "cartpole_gru", "soccer_league")  # the issue's three
 
 
-def compile_workload(name: str, platform: str = "gpu") -> tuple[Any, int]:
-    """The compiled train chunk of workload ``name`` traced as for ``platform``; its updates."""
+def lower_workload(name: str, platform: str = "gpu") -> tuple[Any, int]:
+    """The lowered train chunk of workload ``name`` traced as for ``platform``; its updates."""
     from jaxrl.config import load_config
     from jaxrl.permutation import target_platform
     from jaxrl.setup import make_setup
@@ -326,8 +341,14 @@ def compile_workload(name: str, platform: str = "gpu") -> tuple[Any, int]:
     setup = make_setup(config)
     runner = init_run(setup)
     with target_platform(platform):
-        compiled = make_train_step(setup).lower(runner).compile()
-    return compiled, config.chunk_updates
+        lowered = make_train_step(setup).lower(runner)
+    return lowered, config.chunk_updates
+
+
+def compile_workload(name: str, platform: str = "gpu") -> tuple[Any, int]:
+    """:func:`lower_workload`, compiled for the audit (:func:`compile_for_audit`)."""
+    lowered, updates = lower_workload(name, platform)
+    return compile_for_audit(lowered), updates
 
 
 def audit_workload(name: str, platform: str = "gpu") -> Audit:

@@ -11,7 +11,8 @@ from bench.hlo_audit import (
     CI_WORKLOADS,
     audit_compiled,
     audit_workload,
-    compile_workload,
+    compile_for_audit,
+    lower_workload,
     parse_hlo,
     parse_instruction,
     reachable,
@@ -88,7 +89,7 @@ def test_metta_arena_turns_are_loops_of_static_trip_count():
     action = jnp.zeros((2, env.num_agents), jnp.int32)
     step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
     with target_platform("gpu"):
-        compiled = step.lower(keys, state, action, params).compile()
+        compiled = compile_for_audit(step.lower(keys, state, action, params))
     audit = audit_compiled(compiled, updates=1)
     assert audit.data_dependent_loops == ()
     assert audit.host_ops == ()
@@ -100,9 +101,12 @@ def test_metta_arena_turns_are_loops_of_static_trip_count():
 def test_cpu_shuffle_is_the_loop_the_gpu_program_avoids():
     # The same program traced for the CPU shuffles minibatches by cycle walking, a loop of
     # data-dependent trip count: the audit must see it (and so would see one added elsewhere).
-    compiled, updates = compile_workload("cartpole_ff", platform="cpu")
+    lowered, updates = lower_workload("cartpole_ff", platform="cpu")
+    compiled = compile_for_audit(lowered)
     audit = audit_compiled(compiled, updates)
     assert len(audit.data_dependent_loops) >= 1
+    # The audit's compile skips LLVM's optimisation only: a train chunk's HLO is the same.
+    assert compiled.as_text() == lowered.compile().as_text()
 
 
 def test_audit_flags_a_while_loop_a_callback_and_a_step_conditional():
@@ -117,7 +121,10 @@ def test_audit_flags_a_while_loop_a_callback_and_a_step_conditional():
         jax.debug.callback(lambda t: None, total)
         return total
 
-    compiled = jax.jit(program).lower(jnp.arange(5.0)).compile()
+    lowered = jax.jit(program).lower(jnp.arange(5.0))
+    compiled = compile_for_audit(lowered)
+    # The audit's compile skips LLVM's optimisation only: the HLO it reads is the same.
+    assert compiled.as_text() == lowered.compile().as_text()
     audit = audit_compiled(compiled, updates=1)
     assert len(audit.data_dependent_loops) == 1
     assert len(audit.host_ops) == 1
