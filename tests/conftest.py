@@ -41,15 +41,6 @@ def pytest_unconfigure(config):
         shutil.rmtree(path, ignore_errors=True)
 
 
-# XLA compile options for a test that checks a program's shapes, dtypes or structure and not its
-# numbers: LLVM's optimisation of the CPU code is skipped (the HLO is the same; the floats may
-# differ in the last bit, e.g. where a multiply-add is fused). A MinAtar env's rollout compiles
-# about a third faster. Tests that compare numbers compile as users do.
-UNOPTIMIZED_CODEGEN = {
-    "xla_backend_optimization_level": 0,
-    "xla_llvm_disable_expensive_passes": True,
-}
-
 LEAGUE_GROUP = "league"  # the xdist group of every test that needs the tiny league's programs
 
 

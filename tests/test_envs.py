@@ -11,8 +11,8 @@ import pytest
 from gymnax.wrappers.purerl import GymnaxWrapper
 
 import envs
+from bench.hlo_audit import UNOPTIMIZED_CODEGEN
 from envs import ActionRepeat, EpisodeStatistics, protocols
-from tests.conftest import UNOPTIMIZED_CODEGEN
 
 CONTRACT_ENVS = ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "Breakout-MinAtar"]
 # Every registered env meets the contract, except one that needs the network to be built.
