@@ -27,6 +27,7 @@ import hashlib
 import json
 import sys
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -339,8 +340,12 @@ def play_all(
     deterministic: bool,
     cache_path: Path,
     log=print,
+    wanted: Callable[[int, int, int], bool] | None = None,
 ) -> dict[tuple[int, int, int], np.ndarray]:
-    """``{(i, j, size): [W, D, L] of i against j}`` for every pair ``i < j`` and size."""
+    """``{(i, j, size): [W, D, L] of i against j}`` for every pair ``i < j`` and size.
+
+    ``wanted(i, j, size)``: only the pairings it accepts are played (default: all).
+    """
     settings = settings_hash(setup, games, seed, deterministic)
     cache = read_cache(cache_path)
     kinds = jnp.asarray([p.kind for p in players], jnp.int32)
@@ -349,17 +354,19 @@ def play_all(
     for size in team_sizes:
         env_params = with_team_size(setup, size)
         todo = []
-        for i in range(len(players)):
-            for j in range(i + 1, len(players)):
-                key = cache_key(players[i], players[j], size, settings)
-                if key in cache:
-                    results[i, j, size] = np.asarray(cache[key])
-                else:
-                    todo.append((i, j))
-        log(
-            f"{size}v{size}: {len(todo)} pairings to play, "
-            f"{len(players) * (len(players) - 1) // 2 - len(todo)} cached"
-        )
+        pairings = [
+            (i, j)
+            for i in range(len(players))
+            for j in range(i + 1, len(players))
+            if wanted is None or wanted(i, j, size)
+        ]
+        for i, j in pairings:
+            key = cache_key(players[i], players[j], size, settings)
+            if key in cache:
+                results[i, j, size] = np.asarray(cache[key])
+            else:
+                todo.append((i, j))
+        log(f"{size}v{size}: {len(todo)} pairings to play, {len(pairings) - len(todo)} cached")
         for start in range(0, len(todo), PAIR_BATCH):
             batch = todo[start : start + PAIR_BATCH]
             padded = batch + [batch[0]] * (PAIR_BATCH - len(batch))
