@@ -22,13 +22,13 @@ import envs
 from jaxrl import prng
 from jaxrl.acting import PolicySpec
 from jaxrl.config import Config, ConfigError
-from jaxrl.curriculum import CurriculumSpec, make_curriculum
+from jaxrl.curriculum import CurriculumSpec, make_curriculum, stage_params
 from jaxrl.eval_lanes import make_eval_lanes
 from jaxrl.features import BuildContext, Feature, order_features
 from jaxrl.hyper import Members, make_members
 from jaxrl.layout import DATA_AXIS, Layout, make_layout
 from jaxrl.league import exploiters as league_exploiters
-from jaxrl.league.feature import make_selfplay
+from jaxrl.league.feature import SelfPlay, make_selfplay
 from jaxrl.league.groups import group_sizes
 from jaxrl.league.lanes import RESULT_NAMES
 from jaxrl.losses import LossHyperparams
@@ -260,20 +260,32 @@ def make_setup(config: Config) -> Setup:
 def exploiter_spec(setup: Setup) -> league_exploiters.ExploiterSpec | None:
     """The run's exploiters (None without ``selfplay.exploiters``): one exploiter's setup is
     the learner's on its own env batch (:func:`jaxrl.league.exploiters.exploiter_layout`),
-    with the target as its only feature."""
+    with the target as its only feature.
+
+    With a curriculum, the exploiters play its last stage's env params (the task it leads
+    to) and train only while the learner's stage has self-play on."""
     config = setup.config.selfplay
     if not config.exploiters:
         return None
     layout = league_exploiters.exploiter_layout(setup.layout, config)
+    curriculum = setup.curriculum
+    env_params = setup.env_params
+    active_stages = None
+    if curriculum is not None:
+        last = jnp.asarray(curriculum.num_stages - 1, jnp.int32)
+        env_params = jax.device_get(stage_params(curriculum, setup.env_params, last))
+        switch = curriculum.switches.get(SelfPlay.name)
+        active_stages = np.ones(curriculum.num_stages, bool) if switch is None else switch
     own = dataclasses.replace(
         setup,
+        env_params=env_params,
         layout=layout,
         match=dataclasses.replace(setup.match, layout=layout),
         features=(league_exploiters.ExploiterTarget(config=config, layout=layout),),
         mesh=None,
         exploiters=None,
     )
-    return league_exploiters.make_spec(config, own)
+    return league_exploiters.make_spec(config, own, active_stages)
 
 
 def mesh_devices(config: Config) -> list:

@@ -33,6 +33,7 @@ from jax.sharding import PartitionSpec as P
 from jaxrl import pbt
 from jaxrl.acting import PolicyParams, value_of
 from jaxrl.config import ConfigError
+from jaxrl.curriculum import Curriculum
 from jaxrl.distributed import replicate
 from jaxrl.features import UpdateResult, masked_sums
 from jaxrl.gae import bootstrap_values, gae
@@ -156,7 +157,19 @@ def exploiter_update(
     state = before.features[exploiters.EXPLOITERS]
     target = PolicyParams(params=before.params, obs_stats=before.obs_stats)
     learners = exploiters.aim(state.learners, target)
-    learners, packed = jax.vmap(lambda r: update(spec.setup, r))(learners)
+    train = jax.vmap(lambda r: update(spec.setup, r))
+    if spec.active_stages is None:
+        active = True
+        learners, packed = train(learners)
+    else:  # only while the learner's curriculum stage has self-play on
+        active = jnp.asarray(spec.active_stages)[before.features[Curriculum.name].stage]
+        idle = jax.vmap(lambda _: idle_packed(metric_specs(spec.setup)))(learners.update_step)
+        learners, packed = jax.lax.cond(
+            active,
+            train,
+            lambda waiting: (waiting, idle),  # unchanged; no games, every weight 0
+            learners,
+        )
     index = {metric.tag: i for i, metric in enumerate(metric_specs(spec.setup))}
     rates = {  # this update's rates against the learner, Scalar [N] (weights: games)
         name: Scalar(
@@ -170,7 +183,7 @@ def exploiter_update(
         params=after.params, opt_state=after.opt_state, obs_stats=after.obs_stats
     )
     learners, league, handed = exploiters.handoff(
-        spec, learners, after.features[SelfPlay.name], main, after.update_step
+        spec, learners, after.features[SelfPlay.name], main, after.update_step, active
     )
     state = state.replace(learners=learners, handoffs=state.handoffs + handed.astype(jnp.int32))
     features = {**after.features, SelfPlay.name: league, exploiters.EXPLOITERS: state}

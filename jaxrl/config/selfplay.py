@@ -123,11 +123,6 @@ def validate_exploiters(config: Config) -> None:
         f"selfplay.exploiter_fraction: an exploiter's {sequences} sequences ({envs} envs) do "
         f"not divide into ppo.num_minibatches {ppo.num_minibatches}",
     )
-    require(
-        not config.curriculum.stages,
-        "selfplay.exploiters: not supported with a curriculum yet (exploiters play the base "
-        "env params)",
-    )
     require(config.pbt.every_updates == 0, "selfplay.exploiters: not supported with pbt yet")
     require(mesh_size(config) == 1, "selfplay.exploiters: not supported on several devices yet")
 
