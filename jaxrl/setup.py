@@ -285,7 +285,8 @@ def exploiter_spec(setup: Setup) -> league_exploiters.ExploiterSpec | None:
         mesh=None,
         exploiters=None,
     )
-    return league_exploiters.make_spec(config, own, active_stages)
+    names = () if curriculum is None else curriculum.names
+    return league_exploiters.make_spec(config, own, active_stages, names)
 
 
 def mesh_devices(config: Config) -> list:
