@@ -285,19 +285,42 @@ def member_params(setup: Setup, key: jax.Array):
     return init_params(setup, jax.random.split(key, 3)[0])
 
 
+def _one_device(setup: Setup) -> Setup:
+    """``setup`` with its env batch's layout as one device's, outside any mesh axis."""
+    local = dataclasses.replace(setup.layout, axis=None, devices=1)
+    return dataclasses.replace(
+        setup, layout=local, match=dataclasses.replace(setup.match, layout=local)
+    )
+
+
 def runner_specs(setup: Setup) -> RunnerState:
     """Partition specs of a runner state: the match carry (env states, observations, hidden
     states) is split over the devices along its env axis; everything else is replicated."""
     axis = setup.layout.axis
     lead = (None,) if setup.members.count > 1 else ()
     # The structure of one device's runner (collectives need the mesh, shapes do not).
-    local = dataclasses.replace(setup.layout, axis=None, devices=1)
-    unsharded = dataclasses.replace(
-        setup, layout=local, match=dataclasses.replace(setup.match, layout=local)
-    )
+    unsharded = _one_device(setup)
+    if setup.exploiters is not None:
+        own = setup.exploiters
+        unsharded = dataclasses.replace(
+            unsharded, exploiters=dataclasses.replace(own, setup=_one_device(own.setup))
+        )
     runner = jax.eval_shape(lambda: init_runner_state(unsharded, jax.random.key(0)))
     specs = jax.tree.map(lambda _: P(), runner)
     specs = specs.replace(match=jax.tree.map(lambda _: P(*lead, axis), runner.match))
+    if setup.exploiters is not None:  # their envs too: leaves [R?, N, envs, ...]
+        state = runner.features[exploiters.EXPLOITERS]
+        learners = specs.features[exploiters.EXPLOITERS].learners.replace(
+            match=jax.tree.map(lambda _: P(*lead, None, axis), state.learners.match)
+        )
+        specs = specs.replace(
+            features={
+                **specs.features,
+                exploiters.EXPLOITERS: specs.features[exploiters.EXPLOITERS].replace(
+                    learners=learners
+                ),
+            }
+        )
     spec = pbt_spec(setup)
     if spec is None:
         return specs

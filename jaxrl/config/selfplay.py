@@ -111,20 +111,22 @@ def validate_exploiters(config: Config) -> None:
         0.0 < sp.exploiter_fraction <= 1.0,
         f"selfplay.exploiter_fraction must be in (0, 1], got {sp.exploiter_fraction}",
     )
-    envs = sp.exploiter_envs(config.env.num_envs)
+    count = mesh_size(config)
+    num_envs = config.env.num_envs // count  # an exploiter's envs are sharded like the learner's
+    per_device = f" per device ({count} devices)" if count > 1 else ""
+    envs = sp.exploiter_envs(num_envs)
     require(
         envs >= 1,
         f"selfplay.exploiter_fraction: {sp.exploiter_fraction} of "
-        f"{config.env.num_envs} envs rounds to no env",
+        f"{num_envs} envs{per_device} rounds to no env",
     )
     sequences = envs * ppo.num_steps // config.sequence_length
     require(
         sequences % ppo.num_minibatches == 0,
-        f"selfplay.exploiter_fraction: an exploiter's {sequences} sequences ({envs} envs) do "
-        f"not divide into ppo.num_minibatches {ppo.num_minibatches}",
+        f"selfplay.exploiter_fraction: an exploiter's {sequences} sequences ({envs} envs"
+        f"{per_device}) do not divide into ppo.num_minibatches {ppo.num_minibatches}",
     )
     require(config.pbt.every_updates == 0, "selfplay.exploiters: not supported with pbt yet")
-    require(mesh_size(config) == 1, "selfplay.exploiters: not supported on several devices yet")
 
 
 def validate_env(config: Config, built: BuiltEnv) -> None:
