@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -77,6 +77,9 @@ class PBTSpec:
     draw_size: np.ndarray  # [H] int32, 0: resample uniformly in [low, high]
     copied_features: tuple[str, ...]  # feature states a child copies from its parent
     max_nonfinite: int  # a member with this many non-finite updates in a row ranks last
+    # (name, merge(own, parent) -> child's state): runner features a child takes in part
+    # from its parent (the league's exploiters: their weights, not their envs or keys)
+    merged_features: tuple[tuple[str, Callable[[Any, Any], Any]], ...] = ()
 
 
 def make_spec(
@@ -88,6 +91,7 @@ def make_spec(
     sweep: Mapping[str, Sequence[float]],
     copied_features: Sequence[str],
     max_nonfinite: int,
+    merged_features: Sequence[tuple[str, Callable[[Any, Any], Any]]] = (),
 ) -> PBTSpec | None:
     """The spec of a validated ``pbt:`` section (None when PBT is off).
 
@@ -142,6 +146,7 @@ def make_spec(
         draw_size=draw_size,
         copied_features=tuple(copied_features),
         max_nonfinite=max_nonfinite,
+        merged_features=tuple(merged_features),
     )
 
 
@@ -284,10 +289,15 @@ def inherit(spec: PBTSpec, runner: Any, population: Any, source: jax.Array) -> A
       source: int32 [R_local] rows of ``population``.
     """
     take = lambda tree: copy_members(tree, source)  # noqa: E731
-    features = {
-        name: take(population.features[name]) if name in spec.copied_features else state
-        for name, state in runner.features.items()
-    }
+    merged = dict(spec.merged_features)
+    features = {}
+    for name, state in runner.features.items():
+        if name in merged:
+            features[name] = merged[name](state, take(population.features[name]))
+        elif name in spec.copied_features:
+            features[name] = take(population.features[name])
+        else:
+            features[name] = state
     return runner.replace(
         params=take(population.params),
         opt_state=take(population.opt_state),

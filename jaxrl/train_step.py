@@ -271,6 +271,9 @@ def pbt_spec(setup: Setup) -> pbt.PBTSpec | None:
             sweep=config.sweep,
             copied_features=tuple(feature.name for feature in setup.features),
             max_nonfinite=config.train.max_nonfinite_updates,
+            merged_features=(
+                ((exploiters.EXPLOITERS, exploiters.inherit),) if setup.exploiters else ()
+            ),
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None

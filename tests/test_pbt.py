@@ -45,7 +45,13 @@ def _spec(members: int = 4, **changes) -> pbt.PBTSpec:
         sweep={},
         copied_features=("curriculum",),
         max_nonfinite=3,
+        merged_features=(("merged", _merge_rule),),
     )
+
+
+def _merge_rule(own: dict, parent: dict) -> dict:
+    """A merged feature (as the league's exploiters): the parent's weights, its own envs."""
+    return {"weights": parent["weights"], "envs": own["envs"]}
 
 
 def _population(members: int = 4, update: int = 2) -> RunnerState:
@@ -73,7 +79,11 @@ def _population(members: int = 4, update: int = 2) -> RunnerState:
         update_step=jnp.full(members, update, jnp.int32),
         nonfinite_streak=jnp.zeros(members, jnp.int32),
         nonfinite_total=jnp.arange(members, dtype=jnp.int32),
-        features={"curriculum": {"stage": jnp.arange(members, dtype=jnp.int32)}, "other": rows},
+        features={
+            "curriculum": {"stage": jnp.arange(members, dtype=jnp.int32)},
+            "other": rows,
+            "merged": {"weights": column(3.0), "envs": column(-1.0)},
+        },
         hyper=hyper,
     )
 
@@ -270,6 +280,9 @@ def test_exploit_copies_the_parent_bit_for_bit():
         chex.assert_trees_all_equal(getattr(child, name), expected)
     np.testing.assert_array_equal(child.features["curriculum"]["stage"], [0, 1, 2, 1])
     np.testing.assert_array_equal(child.features["other"], runner.features["other"])  # not copied
+    merged = child.features["merged"]  # the rule's: the parent's weights, its own envs
+    np.testing.assert_array_equal(merged["weights"], [0.0, 3.0, 6.0, 3.0])
+    np.testing.assert_array_equal(merged["envs"], [0.0, -1.0, -2.0, -3.0])
     chex.assert_trees_all_equal(child.match, runner.match)  # env states stay
     np.testing.assert_array_equal(jax.random.key_data(child.key), jax.random.key_data(runner.key))
     np.testing.assert_array_equal(child.nonfinite_total, runner.nonfinite_total)

@@ -126,7 +126,6 @@ def validate_exploiters(config: Config) -> None:
         f"selfplay.exploiter_fraction: an exploiter's {sequences} sequences ({envs} envs"
         f"{per_device}) do not divide into ppo.num_minibatches {ppo.num_minibatches}",
     )
-    require(config.pbt.every_updates == 0, "selfplay.exploiters: not supported with pbt yet")
 
 
 def validate_env(config: Config, built: BuiltEnv) -> None:
