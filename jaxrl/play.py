@@ -58,6 +58,15 @@ def policy_like(setup: Setup) -> PolicyParams:
     )
 
 
+def members_policy_like(setup: Setup) -> PolicyParams:
+    """:func:`policy_like` for every member of the run: a leading ``[R]`` axis when R > 1."""
+    like = policy_like(setup)
+    count = setup.members.count
+    if count == 1:
+        return like
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (count, *x.shape)), like)
+
+
 def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, PolicyParams, int]:
     """Config, env and network of a run, with its policy restored from a checkpoint.
 
@@ -73,10 +82,7 @@ def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, Po
         raise CheckpointError(f"{run_dir} is not a run directory (no config.yaml)")
     config = load_run_config(run_dir)
     setup = make_setup(config)
-    like = policy_like(setup)
-    count = setup.members.count
-    if count > 1:  # a leading [R] axis: one policy per member
-        like = jax.tree.map(lambda x: jnp.broadcast_to(x, (count,) + x.shape), like)
+    like = members_policy_like(setup)
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)
     try:
         policy, step = checkpointer.restore_policy(like, step)

@@ -312,18 +312,14 @@ def runner_specs(setup: Setup) -> RunnerState:
     specs = jax.tree.map(lambda _: P(), runner)
     specs = specs.replace(match=jax.tree.map(lambda _: P(*lead, axis), runner.match))
     if setup.exploiters is not None:  # their envs too: leaves [R?, N, envs, ...]
-        state = runner.features[exploiters.EXPLOITERS]
-        learners = specs.features[exploiters.EXPLOITERS].learners.replace(
-            match=jax.tree.map(lambda _: P(*lead, None, axis), state.learners.match)
+        match = runner.features[exploiters.EXPLOITERS].learners.match
+        mine = specs.features[exploiters.EXPLOITERS]
+        mine = mine.replace(
+            learners=mine.learners.replace(
+                match=jax.tree.map(lambda _: P(*lead, None, axis), match)
+            )
         )
-        specs = specs.replace(
-            features={
-                **specs.features,
-                exploiters.EXPLOITERS: specs.features[exploiters.EXPLOITERS].replace(
-                    learners=learners
-                ),
-            }
-        )
+        specs = specs.replace(features={**specs.features, exploiters.EXPLOITERS: mine})
     spec = pbt_spec(setup)
     if spec is None:
         return specs
