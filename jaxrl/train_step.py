@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -204,12 +205,7 @@ def init_run(setup: Setup) -> RunnerState:
         init = lambda k, h, p: init_runner_state(setup, k[0], first(h), first(p))  # noqa: E731
     else:
         init = jax.vmap(lambda k, h, p: init_runner_state(setup, k, h, p))
-    # Params outside the sharded init: XLA:CPU deadlocked running the orthogonal
-    # initialiser's batched QR on two devices at once (jax 0.10.2).
-    params = jax.jit(jax.vmap(lambda k: member_params(setup, k)))(keys)
-    # Nothing else runs until the batched QR is done: a program dispatched beside it (PBT's
-    # key folds, say) took the CPU pool's threads the QR kernels wait for, and both hung.
-    params = jax.block_until_ready(params)
+    params = init_member_params(setup, keys)
     spec = pbt_spec(setup)
     population = None if spec is None else pbt.init_population(spec, members.seeds)
     if setup.mesh is None:
@@ -281,6 +277,28 @@ def pbt_spec(setup: Setup) -> pbt.PBTSpec | None:
 
 def _without_pbt(features: dict) -> dict:
     return {name: state for name, state in features.items() if name != PBT}
+
+
+def init_member_params(setup: Setup, keys: jax.Array):
+    """:func:`member_params` of every member, stacked ``[R, ...]``: one program, called once
+    a member, outside any mesh, and done before anything else is dispatched.
+
+    Not vmapped: on the CPU, jaxlib's LAPACK kernels split a batched QR (the orthogonal
+    initialiser's, over the members) into tasks on XLA's intra-op pool and wait for them on
+    a pool thread; two such QRs in flight at once (two layers, two devices, or a program
+    dispatched beside them) took every pool thread while waiting and hung for good (jax
+    0.10.2: ``bench.throughput`` of ``configs/breakout_minatar_pbt.yaml`` hung at once on a
+    quiet 2-core machine). A QR of one matrix runs inline on its own thread. The per-member
+    calls give the vmapped program's bits (``tests/test_hyper.py``).
+    """
+    one = member_params_program(setup)
+    params = [jax.block_until_ready(one(keys[i])) for i in range(keys.shape[0])]
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *params)
+
+
+def member_params_program(setup: Setup) -> Callable[[jax.Array], Any]:
+    """:func:`member_params` of one member's key, jitted (its QRs are of single matrices)."""
+    return jax.jit(lambda key: member_params(setup, key))
 
 
 def member_params(setup: Setup, key: jax.Array):

@@ -4,6 +4,7 @@ to the same seed and hyperparameters trained alone."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ from jaxrl.hyper import (
     make_members,
     member_env_params,
 )
+from jaxrl.setup import make_setup
 from jaxrl.train import train
+from jaxrl.train_step import init_member_params, member_params, member_params_program
 from tests.conftest import tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
@@ -286,3 +289,34 @@ def test_env_sweep_members_train_under_their_own_values(tmp_path):
     lengths = np.array([row["rollout/episode_length"] for row in result.history])  # [chunks, 2]
     assert (lengths[:, 0] <= 10).all() and (lengths[:, 1] > 10).all(), lengths
     np.testing.assert_array_equal(result.runner.hyper.env["max_steps_in_episode"], [10, 40])
+
+
+# ----------------------------------------------------------------------------- initial params
+
+
+def test_members_params_one_by_one_equal_the_vmapped_program():
+    """The members' initial params, computed one member at a time, are the bits a vmapped
+    program over the members gives."""
+    setup = make_setup(
+        load_config(REPO / "configs" / "cartpole.yaml", SMALL + ["train.num_seeds=3"])
+    )
+    keys = jnp.stack([jax.random.key(seed) for seed in setup.members.seeds])
+    vmapped = jax.jit(jax.vmap(lambda k: member_params(setup, k)))(keys)
+    one_by_one = init_member_params(setup, keys)
+    assert jax.tree.structure(one_by_one) == jax.tree.structure(vmapped)
+    for ours, theirs in zip(jax.tree.leaves(one_by_one), jax.tree.leaves(vmapped), strict=True):
+        assert ours.shape[0] == 3
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_members_params_program_has_no_batched_qr():
+    """The orthogonal initialiser's QRs are of single matrices: a batched one on the CPU runs
+    as tasks that wait on XLA's pool, and with 8 Breakout members it hung (see
+    :func:`jaxrl.train_step.init_member_params`)."""
+    config = load_config(REPO / "configs" / "breakout_minatar_pbt.yaml", ["env.num_envs=16"])
+    setup = make_setup(config)
+    assert setup.members.count == 8
+    text = member_params_program(setup).lower(jax.random.key(0)).as_text()
+    operands = re.findall(r"custom_call @lapack_\w+\(.*?\) .*?: \(tensor<([^>]*)>", text)
+    assert len(operands) == 2 * 4  # geqrf and orgqr of each of the 4 kernels
+    assert all(shape.count("x") == 2 for shape in operands), operands  # rows x cols x dtype
