@@ -27,7 +27,10 @@ Method (after xland-minigrid's ``scripts/benchmark_xland.py``):
   stage (pool lanes, current-policy and RulePolicy opponents, evaluation lanes) against the
   same config started in the RulePolicy stage before it (same envs, network and lanes; every
   opponent scripted), and ``configs/soccer_curriculum.yaml`` in its 3v3 stage at the same
-  number of envs; the ratios are printed.
+  number of envs; and the league stage with ``BENCH_EXPLOITERS`` exploiters beside the main
+  agent (its steps/s counts the main agent's env steps only: the exploiters' cost per main
+  agent step, target >= 0.7x; timed in turns with the league without them); the ratios are
+  printed.
 - Device (``--only device``, :mod:`bench.device_bench`): per train config, the accelerator's
   busy fraction during a timed chunk and its kernels and host<->device copies per update, from
   a ``jax.profiler`` trace ("n/a" on a CPU), and the share of an update spent in the rollout.
@@ -72,6 +75,7 @@ from bench.inference_bench import INFERENCE_QUANTITIES, inference_figures
 from bench.memory_bench import memory_figures, train_fits
 from bench.report import compare, fmt, header, machine_meta, read_results, table
 from bench.train_bench import (
+    alternating_train_figures,
     at_stage,
     reference_figures,
     reference_kwargs,
@@ -88,6 +92,9 @@ SCALE_SEEDS = 8  # scale: members vmapped in one program, against 1
 SCALE_DEVICE_ENVS = 64  # scale: envs sharded over 2 devices, against 1 (unless --train-envs)
 SELFPLAY_CONFIG = "configs/soccer_selfplay.yaml"  # league stage vs its RulePolicy stage
 CURRICULUM_CONFIG = "configs/soccer_curriculum.yaml"  # its last stage: 3v3 vs RulePolicy
+# Exploiters beside the main agent in selfplay/league_exploiters (each on the config's
+# exploiter_fraction of the envs).
+BENCH_EXPLOITERS = 1
 DEFAULT_CONFIG = "configs/cartpole.yaml"
 # The recurrent variant of a config: a GRU core on a shared 128-wide torso.
 RECURRENT_OVERRIDES = (
@@ -135,6 +142,7 @@ class Plan:
     specs: tuple[ConfigSpec, ...]  # train section configs
     train_envs: int | None  # --train-envs: env.num_envs for train, reference and precision
     reference: bool
+    exploiters: tuple[str, ...] = ()  # selfplay: the overrides that add the exploiters
 
 
 class Measurements:
@@ -186,6 +194,13 @@ class Outcome:
     ratios: dict[str, float]  # derived: ours/reference, bfloat16/float32 (ratio of medians)
     notes: list[str]  # skipped measurements and why
     section_wall_s: dict[str, float]  # wall time of each sub-benchmark, compiles included
+
+
+def _selfplay_run(label: str, path: str, stage: int, overrides: list[str]):
+    """``(prefix, config, prepare)`` of a self-play figure: ``path`` started at ``stage``."""
+    config = load_config(REPO / path, overrides)
+    log(f"[selfplay] {label}: {path}, stage {stage}, {config.env.num_envs} envs")
+    return f"selfplay/{label}", config, functools.partial(at_stage, stage)
 
 
 def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
@@ -284,22 +299,25 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
         elif section == "selfplay":
             num_envs = plan.train_envs or load_config(REPO / SELFPLAY_CONFIG).env.num_envs
             extra = [f"env.num_envs={num_envs}", *profile.train_overrides]
+
+            # The league with and without exploiters, timed in turns (their ratio is a target).
+            runs = [
+                _selfplay_run("league", SELFPLAY_CONFIG, -1, extra),
+                _selfplay_run("league_exploiters", SELFPLAY_CONFIG, -1, [*extra, *plan.exploiters]),
+            ]
+            report(alternating_train_figures(runs, profile))
             for label, path, stage in (
-                ("league", SELFPLAY_CONFIG, -1),
                 ("rule_stage", SELFPLAY_CONFIG, -2),
                 ("curriculum_3v3", CURRICULUM_CONFIG, -1),
             ):
-                config = load_config(REPO / path, extra)
-                log(f"[selfplay] {label}: {path}, stage {stage}, {num_envs} envs")
-                report(
-                    train_figures(
-                        f"selfplay/{label}", config, profile, functools.partial(at_stage, stage)
-                    )
-                )
+                prefix, config, prepare = _selfplay_run(label, path, stage, extra)
+                report(train_figures(prefix, config, profile, prepare))
             league = median_of("selfplay/league/sps")
             for other in ("rule_stage", "curriculum_3v3"):
                 ratio = league / median_of(f"selfplay/{other}/sps")
                 outcome.ratios[f"selfplay/league/sps over {other}"] = ratio
+            ratio = median_of("selfplay/league_exploiters/sps") / league
+            outcome.ratios["selfplay/league_exploiters/sps over league"] = ratio
         elif section == "scale":
             for seeds in (1, SCALE_SEEDS):
                 log(f"[scale] {first.label}: train.num_seeds={seeds}, vmapped")
@@ -403,6 +421,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="env.num_envs for train, --reference and precision",
     )
     p.add_argument(
+        "--exploiters",
+        default=f"{BENCH_EXPLOITERS}",
+        metavar="N[xF]",
+        help="selfplay: exploiters beside the league's main agent, each on F of its envs "
+        f"(default {BENCH_EXPLOITERS}, F the config's exploiter_fraction), e.g. 2x0.125",
+    )
+    p.add_argument(
         "--reference",
         action="store_true",
         help="also run bench.reference_ppo (PureJaxRL-style, in a fresh process) with the same "
@@ -421,6 +446,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="take the new figures from this file instead of running (for --compare)",
     )
     return p
+
+
+def _exploiter_overrides(text: str) -> tuple[str, ...]:
+    """``--exploiters N`` or ``NxF`` as config overrides (N >= 1, 0 < F <= 1)."""
+    count, _, fraction = text.partition("x")
+    try:
+        n, f = int(count), float(fraction) if fraction else None
+    except ValueError:
+        raise UsageError(f"--exploiters: expected N or NxF (e.g. 2x0.125), got {text!r}") from None
+    if n < 1 or (f is not None and not 0 < f <= 1):
+        raise UsageError(f"--exploiters: N must be >= 1 and F in (0, 1], got {text!r}")
+    extra = () if f is None else (f"selfplay.exploiter_fraction={f}",)
+    return (f"selfplay.exploiters={n}", *extra)
 
 
 def _resolve_config(path: str) -> str:
@@ -485,6 +523,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         specs=tuple(specs),
         train_envs=args.train_envs,
         reference=args.reference,
+        exploiters=_exploiter_overrides(args.exploiters),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -31,16 +31,24 @@ from jaxrl.train_step import init_run, make_train_step, restart_matches
 from jaxrl.types import RunnerState
 
 
-def train_figures(
+@dataclasses.dataclass
+class _Chunk:
+    """A compiled train chunk ready to be timed, and the updates each timed call ran."""
+
+    prefix: str
+    config: Config
+    steps: int  # env steps of one call, every member
+    compiles: list[float]
+    call: Callable[[], None]
+    updates: list[jax.Array]
+
+
+def _compiled_chunk(
     prefix: str,
     config: Config,
     profile: Profile,
-    prepare: Callable[[Setup, RunnerState], RunnerState] | None = None,
-) -> list[Figure]:
-    """Training steps/s and updates/s of the compiled chunk, and its compile time.
-
-    ``prepare`` edits the fresh runner state before compiling (e.g. a curriculum stage).
-    """
+    prepare: Callable[[Setup, RunnerState], RunnerState] | None,
+) -> _Chunk:
     setup = make_setup(config)
     runner = init_run(setup)  # every member, sharded over the run's devices
     if prepare is not None:
@@ -59,18 +67,51 @@ def train_figures(
         carried["runner"] = runner
         updates.append(metrics["train/updates"])
 
-    seconds = time_calls(call, profile.repeats, profile.min_repeat_s)
-    ran = sorted({int(u) for u in np.concatenate([np.ravel(u) for u in updates])})
-    if ran != [config.chunk_updates]:
-        raise RuntimeError(
-            f"{prefix}: chunks ran {ran} updates, expected {config.chunk_updates} each"
-        )
     steps = config.chunk_updates * config.batch_size * setup.members.count  # all members
+    return _Chunk(prefix, config, steps, compiles, call, updates)
+
+
+def _chunk_figures(chunk: _Chunk, seconds: list[float]) -> list[Figure]:
+    ran = sorted({int(u) for u in np.concatenate([np.ravel(u) for u in chunk.updates])})
+    if ran != [chunk.config.chunk_updates]:
+        raise RuntimeError(
+            f"{chunk.prefix}: chunks ran {ran} updates, expected {chunk.config.chunk_updates} each"
+        )
+    updates = chunk.config.chunk_updates
     return [
-        rate(f"{prefix}/sps", "steps/s", [steps / s for s in seconds]),
-        rate(f"{prefix}/updates_per_s", "updates/s", [config.chunk_updates / s for s in seconds]),
-        cost(f"{prefix}/compile", "s", compiles),
+        rate(f"{chunk.prefix}/sps", "steps/s", [chunk.steps / s for s in seconds]),
+        rate(f"{chunk.prefix}/updates_per_s", "updates/s", [updates / s for s in seconds]),
+        cost(f"{chunk.prefix}/compile", "s", chunk.compiles),
     ]
+
+
+def train_figures(
+    prefix: str,
+    config: Config,
+    profile: Profile,
+    prepare: Callable[[Setup, RunnerState], RunnerState] | None = None,
+) -> list[Figure]:
+    """Training steps/s and updates/s of the compiled chunk, and its compile time.
+
+    ``prepare`` edits the fresh runner state before compiling (e.g. a curriculum stage).
+    """
+    chunk = _compiled_chunk(prefix, config, profile, prepare)
+    return _chunk_figures(chunk, time_calls(chunk.call, profile.repeats, profile.min_repeat_s))
+
+
+def alternating_train_figures(
+    runs: Sequence[tuple[str, Config, Callable[[Setup, RunnerState], RunnerState] | None]],
+    profile: Profile,
+) -> list[Figure]:
+    """:func:`train_figures` of several ``(prefix, config, prepare)`` runs, all compiled in
+    one process first and then timed in turns, one repeat of each per round, so that a drift
+    of the machine's speed reaches every run alike (for ratios between them)."""
+    chunks = [_compiled_chunk(prefix, config, profile, prepare) for prefix, config, prepare in runs]
+    seconds: list[list[float]] = [[] for _ in chunks]
+    for _ in range(profile.repeats):
+        for chunk, times in zip(chunks, seconds, strict=True):
+            times.extend(time_calls(chunk.call, 1, profile.min_repeat_s))
+    return [f for c, t in zip(chunks, seconds, strict=True) for f in _chunk_figures(c, t)]
 
 
 def reference_kwargs(config: Config) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ import jax
 import pytest
 
 from bench import figures, throughput, train_bench
+from tests.conftest import tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 FIELDS = {"median", "min", "max", "unit", "higher_is_better", "repeats"}
@@ -133,6 +134,9 @@ def test_compare_with_much_better_old_figures_exits_1(tiny, tmp_path):
         (["--compare", "no_such.json"], "cannot read no_such.json"),
         (["--compare", "README.md"], "not valid JSON"),
         (["--set", "ppo.lrr=1"], "unknown config key ppo.lrr"),
+        (["--exploiters", "2y"], "expected N or NxF"),
+        (["--exploiters", "0"], "N must be >= 1"),
+        (["--exploiters", "1x1.5"], "F in (0, 1]"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, monkeypatch):
@@ -171,3 +175,47 @@ def test_env_param_dotted_keys_set_struct_fields():
     assert plan.env_kwargs == {"reward": {"touch": 2}, "blue_size": 2}
     with pytest.raises(throughput.UsageError, match="reward.tuch"):
         throughput.make_plan(parse(["--env", "Soccer", "--env-param", "reward.tuch=2"]))
+
+
+def test_exploiters_option_gives_the_overrides():
+    assert throughput._exploiter_overrides("1") == ("selfplay.exploiters=1",)
+    assert throughput._exploiter_overrides("2x0.125") == (
+        "selfplay.exploiters=2",
+        "selfplay.exploiter_fraction=0.125",
+    )
+
+
+def test_alternating_runs_are_timed_in_turns(monkeypatch):
+    """Every run is compiled before any is timed, then one repeat of each per round."""
+    profile = figures.PROFILES["tiny"]
+    events: list[str] = []
+    compile_seconds = train_bench.compile_seconds
+
+    def compiling(jitted, *args):
+        events.append("compile")
+        return compile_seconds(jitted, *args)
+
+    def timing(call, repeats, min_repeat_s):
+        events.append(f"time x{repeats}")
+        call()
+        return [1.0] * repeats
+
+    monkeypatch.setattr(train_bench, "compile_seconds", compiling)
+    monkeypatch.setattr(train_bench, "time_calls", timing)
+    cartpole = str(REPO / "configs" / "cartpole.yaml")
+    runs = [
+        (
+            f"alt/{n}",
+            figures.ConfigSpec("t", cartpole, tuple(tiny_overrides())).load([f"env.num_envs={n}"]),
+            None,
+        )
+        for n in (4, 8)
+    ]
+    found = train_bench.alternating_train_figures(runs, profile)
+    compiles = ["compile"] * profile.compile_repeats * 2
+    assert events == compiles + ["time x1"] * 2 * profile.repeats
+    assert [f.name for f in found] == [
+        f"alt/{n}/{q}" for n in (4, 8) for q in ("sps", "updates_per_s", "compile")
+    ]
+    config = runs[1][1]
+    assert found[3].samples == (config.chunk_updates * config.batch_size,) * profile.repeats
