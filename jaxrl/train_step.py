@@ -302,7 +302,9 @@ def member_params_program(setup: Setup) -> Callable[[jax.Array], Any]:
 
 
 def member_params(setup: Setup, key: jax.Array):
-    """The initial params of the member seeded by ``key`` (as :func:`init_runner_state`)."""
+    """The initial params of the member seeded by ``key``: :func:`init_run` passes them to
+    :func:`init_runner_state` (which, called without them and without exploiters, makes the
+    same)."""
     return init_params(setup, jax.random.split(key, 3)[0])
 
 
