@@ -27,7 +27,7 @@ Method (after xland-minigrid's ``scripts/benchmark_xland.py``):
   stage (pool lanes, current-policy and RulePolicy opponents, evaluation lanes) against the
   same config started in the RulePolicy stage before it (same envs, network and lanes; every
   opponent scripted), and ``configs/soccer_curriculum.yaml`` in its 3v3 stage at the same
-  number of envs; and the league stage with ``BENCH_EXPLOITERS`` exploiters beside the main
+  number of envs; and the league stage with ``--exploiters`` exploiters beside the main
   agent (its steps/s counts the main agent's env steps only: the exploiters' cost per main
   agent step, target >= 0.7x; timed in turns with the league without them); the ratios are
   printed.
@@ -142,7 +142,7 @@ class Plan:
     specs: tuple[ConfigSpec, ...]  # train section configs
     train_envs: int | None  # --train-envs: env.num_envs for train, reference and precision
     reference: bool
-    exploiters: tuple[str, ...] = ()  # selfplay: the overrides that add the exploiters
+    exploiters: tuple[str, ...]  # selfplay: the overrides that add the exploiters (--exploiters)
 
 
 class Measurements:
