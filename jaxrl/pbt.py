@@ -12,7 +12,8 @@ the whole population, made of array operations on the member axis ``[R]``:
    - **rank** the members on their smoothed metrics (best first; a member without a value
      yet, or stopped by non-finite updates, ranks last; ties go to the lower index);
    - **exploit**: each of the bottom ``n = int(R * fraction)`` members draws a parent
-     uniformly from the top ``n`` and copies its params, optimizer state, observation
+     uniformly from the top ``n`` (with ``min_gap``: keeps its own line unless that parent is
+     clearly ahead, :func:`clearly_ahead`) and copies its params, optimizer state, observation
      normaliser, every feature's per-member state (curriculum stage, self-play pool), its
      hyperparameters and its progress counters. Env states and RNG keys are never copied:
      the child goes on playing its own envs with its own random numbers;
@@ -77,6 +78,7 @@ class PBTSpec:
     draw_size: np.ndarray  # [H] int32, 0: resample uniformly in [low, high]
     copied_features: tuple[str, ...]  # feature states a child copies from its parent
     max_nonfinite: int  # a member with this many non-finite updates in a row ranks last
+    min_gap: np.ndarray | None  # [K] float32: a parent must lead by more (None: always copy)
     # (name, merge(own, parent) -> child's state): runner features a child takes in part
     # from its parent (the league's exploiters: their weights, not their envs or keys)
     merged_features: tuple[tuple[str, Callable[[Any, Any], Any]], ...] = ()
@@ -146,6 +148,7 @@ def make_spec(
         draw_size=draw_size,
         copied_features=tuple(copied_features),
         max_nonfinite=max_nonfinite,
+        min_gap=np.asarray(config.min_gap, np.float32) if config.min_gap else None,
         merged_features=tuple(merged_features),
     )
 
@@ -263,6 +266,25 @@ def select_sources(order: jax.Array, draws: jax.Array, selected: int) -> jax.Arr
     rank = jnp.zeros((count,), jnp.int32).at[order].set(jnp.arange(count, dtype=jnp.int32))
     bottom = rank >= count - selected
     return jnp.where(bottom, order[draws], jnp.arange(count, dtype=jnp.int32))
+
+
+def clearly_ahead(parent: jax.Array, child: jax.Array, gap: jax.Array) -> jax.Array:
+    """bool [R]: each parent's smoothed metrics are clearly ahead of its child's.
+
+    Clearly ahead: at the first tag (most significant first) where the two differ by more
+    than that tag's gap, the parent's value is the higher. A child without a value (nan)
+    trails any parent with one; a parent without one is never ahead.
+
+    Args:
+      parent, child: float32 [R, K] smoothed metrics (:func:`score`).
+      gap: float32 [K] >= 0.
+    """
+    child = jnp.where(jnp.isnan(child), -jnp.inf, child)
+    diff = jnp.where(jnp.isnan(parent), -jnp.inf, parent - child)  # [R, K]
+    decides = jnp.abs(diff) > gap  # [R, K]
+    first = jnp.argmax(decides, axis=1)  # the first deciding tag (0 when none decides)
+    ahead = jnp.take_along_axis(diff, first[:, None], axis=1)[:, 0] > 0
+    return decides.any(axis=1) & ahead
 
 
 # ---- exploit and explore ------------------------------------------------------------------
@@ -407,7 +429,12 @@ def exploit_explore(
     alive = runner.nonfinite_streak < spec.max_nonfinite
     every = all_members((scores, alive, draws, state.generation), axis)
     order = ranking(every[0], every[1])
-    source = my_rows(select_sources(order, every[2], spec.selected), axis, local)
+    sources = select_sources(order, every[2], spec.selected)  # [R]
+    if spec.min_gap is not None:  # keep its own line unless the parent is clearly ahead
+        members = jnp.arange(spec.num_members, dtype=jnp.int32)
+        ahead = clearly_ahead(jnp.take(every[0], sources, axis=0), every[0], spec.min_gap)
+        sources = jnp.where(ahead | ~every[1], sources, members)  # a stopped member copies
+    source = my_rows(sources, axis, local)
     own = my_rows(jnp.arange(spec.num_members, dtype=jnp.int32), axis, local)
     replaced = source != own
 
@@ -536,9 +563,12 @@ def summary(spec: PBTSpec) -> list[str]:
         if spec.grid_size[i]:
             text += " grid {" + ", ".join(f"{v:g}" for v in spec.grid[i, : spec.grid_size[i]]) + "}"
         bounds.append(text)
+    gate = ""
+    if spec.min_gap is not None:
+        gate = " when clearly ahead (gaps " + ", ".join(f"{g:g}" for g in spec.min_gap) + ")"
     return [
         f"pbt          every {spec.every_updates} updates the bottom {spec.selected} of "
-        f"{spec.num_members} members copy the top {spec.selected} (ranked on {tags}, "
+        f"{spec.num_members} members copy the top {spec.selected}{gate} (ranked on {tags}, "
         f"{smoothing}); explore: {how}",
         f"             {'; '.join(bounds)}",
     ]

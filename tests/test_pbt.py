@@ -129,6 +129,8 @@ def step4(state, runner, packed):
         ({"factors": (0.8, -1.0)}, 4, "pbt.factors must be a non-empty list"),
         ({"resample_probability": 1.5}, 4, r"pbt.resample_probability must be in \[0, 1\]"),
         ({"hyperparameters": {}}, 4, "name at least one hyperparameter"),
+        ({"min_gap": (0.1, 0.2)}, 4, r"pbt.min_gap must be empty or one finite gap >= 0 per"),
+        ({"min_gap": (-0.1,)}, 4, r"pbt.min_gap must be empty or one finite gap >= 0 per"),
         (
             {"hyperparameters": {"ppo.lr": BoundsConfig(min=0.0, max=1e-2, log=True)}},
             4,
@@ -264,6 +266,49 @@ def test_bottom_members_copy_their_drawn_parent_from_the_top():
     order = jnp.int32([5, 2, 0, 3, 1, 4])  # best first; n = 2: 1 and 4 are the bottom
     draws = jnp.int32([1, 0, 1, 0, 1, 0])  # 1 takes the best (5), 4 the second best (2)
     np.testing.assert_array_equal(pbt.select_sources(order, draws, 2), [0, 5, 2, 3, 2, 5])
+
+
+def test_clearly_ahead_by_hand():
+    nan = jnp.nan
+    parent = jnp.float32([[1, 5], [1, 5], [1.05, 9], [0.5, 0], [nan, 9], [1, 2], [1, 0]])
+    child = jnp.float32([[1, 4], [1, 4.8], [1, 0], [1, 9], [0, 0], [nan, nan], [1.04, 3]])
+    gap = jnp.float32([0.1, 0.5])
+    # Tied stage, return 1 ahead: yes; return 0.2 ahead: no; stage 0.05 ahead (under its gap)
+    # and return 9 ahead: yes; stage 0.5 behind decides: no; a parent without a value: no;
+    # a child without one: yes; stage under its gap, return 3 behind: no.
+    np.testing.assert_array_equal(
+        pbt.clearly_ahead(parent, child, gap), [True, False, True, False, False, True, False]
+    )
+
+
+GAP_SPEC = _spec(min_gap=(1.0,))
+
+
+@jax.jit
+def step4_gap(state, runner, packed):
+    """The population step of ``GAP_SPEC``: a parent must lead the return by more than 1."""
+    return _step(GAP_SPEC, state, runner, packed)
+
+
+@pytest.mark.parametrize(
+    "returns, streak, replaced",
+    [
+        ([1.0, 5.0, 3.0, -1.0], [0, 0, 0, 0], [0, 0, 0, 1]),  # 3 copies 1: 6 behind
+        ([4.5, 5.0, 4.2, 4.1], [0, 0, 0, 0], [0, 0, 0, 0]),  # 3 is 0.9 behind: keeps its line
+        ([4.5, 50.0, 4.2, 4.4], [0, 3, 0, 0], [0, 1, 0, 0]),  # 1 is stopped: copies anyway
+    ],
+)
+def test_min_gap_copies_only_from_a_parent_clearly_ahead(returns, streak, replaced):
+    runner = _population().replace(nonfinite_streak=jnp.int32(streak))
+    state = pbt.init_population(GAP_SPEC, [0, 1, 2, 3])
+    state, child, metrics = step4_gap(state, runner, _packed(returns))
+    np.testing.assert_array_equal(metrics["pbt/replaced"].value, replaced)
+    kept = ~np.asarray(replaced, bool)
+    np.testing.assert_array_equal(
+        np.asarray(child.hyper.lr)[kept], np.asarray(runner.hyper.lr)[kept]
+    )
+    np.testing.assert_array_equal(state.parent[kept], np.arange(4)[kept])
+    assert any(" when clearly ahead (gaps 1)" in line for line in pbt.summary(GAP_SPEC))
 
 
 # ---- exploit and explore ---------------------------------------------------------------------

@@ -37,6 +37,10 @@ class PBTConfig:
     ema_decay: float = 0.9  # ema: weight of the past at each update that reports the metric
     window: int = 8  # window: mean of the last N reported values
     fraction: float = 0.25  # the bottom fraction of the members copies the top fraction
+    # A bottom member copies its drawn parent only when the parent is clearly ahead: at the
+    # first ranking tag where their smoothed values differ by more than its gap, the parent's
+    # is the higher. One gap per tag of `metric`; empty: always copy (truncation selection).
+    min_gap: tuple[float, ...] = ()
     explore: str = "perturb"  # perturb: scale by a factor (or step a grid); resample: draw anew
     factors: tuple[float, ...] = (0.8, 1.25)  # perturb: one factor drawn uniformly per value
     resample_probability: float = 0.0  # perturb: chance that a value is resampled instead
@@ -86,6 +90,12 @@ class PBTConfig:
         require(
             len(self.metric) >= 1 and all(isinstance(t, str) and t for t in self.metric),
             f"pbt.metric must be a non-empty list of metric tags, got {list(self.metric)}",
+        )
+        require(
+            len(self.min_gap) in (0, len(self.metric))
+            and all(math.isfinite(g) and g >= 0 for g in self.min_gap),
+            f"pbt.min_gap must be empty or one finite gap >= 0 per pbt.metric tag "
+            f"({len(self.metric)}), got {list(self.min_gap)}",
         )
         require(
             self.smoothing in SMOOTHINGS,
