@@ -72,6 +72,7 @@ class CurriculumSpec:
     threshold: np.ndarray  # [S] float32
     window: np.ndarray  # [S] int32
     min_updates: np.ndarray  # [S] int32
+    max_updates: np.ndarray  # [S] int32, 0 = no limit
     switches: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)  # name -> [S] bool
 
     @property
@@ -108,6 +109,7 @@ def make_spec(config: CurriculumConfig, default_params: Any) -> CurriculumSpec |
         threshold=np.asarray([s.threshold for s in config.stages], np.float32),
         window=np.asarray([s.window for s in config.stages], np.int32),
         min_updates=np.asarray([s.min_updates for s in config.stages], np.int32),
+        max_updates=np.asarray([s.max_updates for s in config.stages], np.int32),
         switches={
             name: np.asarray([s.features.get(name, False) for s in config.stages], bool)
             for name in SWITCHABLE
@@ -153,6 +155,11 @@ def advance(
 ) -> tuple[CurriculumState, jax.Array]:
     """Push this update's metric and promote if the stage's rule holds.
 
+    The rule: at least ``min_updates`` in the stage and the mean of the last ``window``
+    pushed values at or above ``threshold``; or, whatever the metric, ``max_updates`` in
+    the stage when that is set (a warm-up that never reaches its threshold cannot hold
+    the run).
+
     Args:
       spec: the stages.
       state: current curriculum state.
@@ -176,11 +183,14 @@ def advance(
     state = state.replace(updates_in_stage=state.updates_in_stage + 1)
 
     window = jnp.asarray(spec.window)[stage]
-    ready = (
-        (stage < spec.num_stages - 1)
-        & (state.updates_in_stage >= jnp.asarray(spec.min_updates)[stage])
-        & (state.count >= window)
-        & (window_mean(state, window) >= jnp.asarray(spec.threshold)[stage])
+    max_updates = jnp.asarray(spec.max_updates)[stage]
+    ready = (stage < spec.num_stages - 1) & (
+        (
+            (state.updates_in_stage >= jnp.asarray(spec.min_updates)[stage])
+            & (state.count >= window)
+            & (window_mean(state, window) >= jnp.asarray(spec.threshold)[stage])
+        )
+        | ((max_updates > 0) & (state.updates_in_stage >= max_updates))
     )
     promoted_state = CurriculumState.create(size).replace(stage=stage + 1)
     state = jax.tree.map(lambda new, old: jnp.where(ready, new, old), promoted_state, state)
@@ -279,7 +289,9 @@ class Curriculum(Feature):
         """Stages and replay."""
         replayed = int((self.ranks >= 0).sum())
         names = ", ".join(self.spec.names)
-        line = f"{self.spec.num_stages} stages ({names}), at stage {int(state.stage)}"
+        stages = np.asarray(state.stage).reshape(-1)  # [] or [members]
+        at = f"stage {int(stages[0])}" if stages.size == 1 else f"stages {stages.tolist()} (members)"
+        line = f"{self.spec.num_stages} stages ({names}), at {at}"
         if replayed:
             line += f"; {replayed} envs replay earlier stages"
         return [f"curriculum   {line}"]

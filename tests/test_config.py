@@ -220,6 +220,11 @@ def test_parse_overrides():
         pytest.param(["env.num_envs=0"], "env.num_envs", id="zero_envs"),
         pytest.param(["train.total_steps=100"], "train.total_steps", id="total_below_batch"),
         pytest.param(["checkpoint.keep=0"], "checkpoint.keep", id="keep_zero"),
+        pytest.param(
+            ["curriculum.stages=[{min_updates: 5, max_updates: 3}, {}]"],
+            "curriculum.stages[0].max_updates",
+            id="max_updates_below_min_updates",
+        ),
     ],
 )
 def test_config_error_names_key(overrides, key):

@@ -121,6 +121,34 @@ def test_promotion_waits_for_min_updates_and_full_window():
     assert promoted == [False, False, False, True, False]
 
 
+def test_max_updates_promotes_a_stage_whose_metric_never_gets_there():
+    stages = (
+        StageConfig(name="stuck", threshold=5.0, window=3, min_updates=2, max_updates=5),
+        StageConfig(name="held", threshold=5.0, window=3),
+        StageConfig(name="last"),
+    )
+    spec = make_spec(CurriculumConfig(stages=stages), _Params())
+    # Stage 0 never reaches 5 (updates without an episode count too): out at its 5th update.
+    # Stage 1 has no limit: it holds on the same values.
+    _, stages_seen, promoted = _run(spec, [0, None, 1, 0, 1] + [0] * 10)
+    assert stages_seen == [0, 0, 0, 0, 1] + [1] * 10
+    assert promoted == [False] * 4 + [True] + [False] * 10
+    # The metric still promotes first when it gets there.
+    _, stages_seen, _ = _run(spec, [9, 9, 9, 0, 0])
+    assert stages_seen == [0, 0, 1, 1, 1]
+
+
+def test_summary_names_each_members_stage():
+    config = make_tiny_config(*TINY[:1], "train.num_seeds=2")
+    setup = make_setup(config)
+    curriculum = next(f for f in setup.features if f.name == "curriculum")
+    state = CurriculumState.create(1).replace(stage=jnp.asarray([0, 1], jnp.int32))
+    (line,) = curriculum.summary(state)
+    assert "at stages [0, 1] (members)" in line
+    (line,) = curriculum.summary(CurriculumState.create(1))
+    assert "at stage 0" in line
+
+
 def test_window_mean_uses_only_recent_values_and_skips_missing():
     spec = _spec()
     # Missing values are not pushed; the low early values leave the 3-wide window.

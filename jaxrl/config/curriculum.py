@@ -25,6 +25,7 @@ class StageConfig:
     threshold: float = 0.0  # promote when the window mean reaches this
     window: int = 10  # updates (with finished episodes) averaged
     min_updates: int = 0  # updates spent in the stage before promotion is possible
+    max_updates: int = 0  # promote after this many updates in the stage whatever the metric (0: never)
     features: dict[str, bool] = field(default_factory=dict)  # {selfplay: true} switches it on
 
 
@@ -48,6 +49,11 @@ def validate(config: Config) -> None:
         require(stage.window >= 1, f"{where}.window must be >= 1, got {stage.window}")
         require(
             stage.min_updates >= 0, f"{where}.min_updates must be >= 0, got {stage.min_updates}"
+        )
+        require(
+            stage.max_updates == 0 or stage.max_updates >= max(stage.min_updates, 1),
+            f"{where}.max_updates must be 0 (no limit) or >= min_updates "
+            f"({stage.min_updates}), got {stage.max_updates}",
         )
         for name, on in stage.features.items():
             require(
