@@ -430,12 +430,12 @@ def exploit_explore(
     every = all_members((scores, alive, draws, state.generation), axis)
     order = ranking(every[0], every[1])
     sources = select_sources(order, every[2], spec.selected)  # [R]
+    members = jnp.arange(spec.num_members, dtype=jnp.int32)  # [R]
     if spec.min_gap is not None:  # keep its own line unless the parent is clearly ahead
-        members = jnp.arange(spec.num_members, dtype=jnp.int32)
         ahead = clearly_ahead(jnp.take(every[0], sources, axis=0), every[0], spec.min_gap)
         sources = jnp.where(ahead | ~every[1], sources, members)  # a stopped member copies
     source = my_rows(sources, axis, local)
-    own = my_rows(jnp.arange(spec.num_members, dtype=jnp.int32), axis, local)
+    own = my_rows(members, axis, local)
     replaced = source != own
 
     population = runner if axis is None else all_members(_copied_fields(runner), axis)
