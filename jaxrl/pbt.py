@@ -12,10 +12,10 @@ the whole population, made of array operations on the member axis ``[R]``:
    - **rank** the members on their smoothed metrics (best first; a member without a value
      yet, or stopped by non-finite updates, ranks last; ties go to the lower index);
    - **exploit**: each of the bottom ``n = int(R * fraction)`` members draws a parent
-     uniformly from the top ``n`` (with ``min_gap``: keeps its own line unless that parent is
-     clearly ahead, :func:`clearly_ahead`) and copies its params, optimizer state, observation
-     normaliser, every feature's per-member state (curriculum stage, self-play pool), its
-     hyperparameters and its progress counters. Env states and RNG keys are never copied:
+     uniformly from the top ``n`` (with ``min_gap`` or ``min_gap_se``: keeps its own line
+     unless that parent is clearly ahead, :func:`clearly_ahead`) and copies its params,
+     optimizer state, observation normaliser, every feature's per-member state (curriculum
+     stage, self-play pool), its hyperparameters and its progress counters. Env states and RNG keys are never copied:
      the child goes on playing its own envs with its own random numbers;
    - **explore**: the child perturbs each explored hyperparameter (times a factor drawn from
      ``factors``, or one step along a ``values`` grid) or resamples it (from its grid, the
@@ -79,6 +79,7 @@ class PBTSpec:
     copied_features: tuple[str, ...]  # feature states a child copies from its parent
     max_nonfinite: int  # a member with this many non-finite updates in a row ranks last
     min_gap: np.ndarray | None  # [K] float32: a parent must lead by more (None: always copy)
+    min_gap_se: np.ndarray | None  # [K] float32: ... and by more than this many standard errors
     # (name, merge(own, parent) -> child's state): runner features a child takes in part
     # from its parent (the league's exploiters: their weights, not their envs or keys)
     merged_features: tuple[tuple[str, Callable[[Any, Any], Any]], ...] = ()
@@ -149,6 +150,7 @@ def make_spec(
         copied_features=tuple(copied_features),
         max_nonfinite=max_nonfinite,
         min_gap=np.asarray(config.min_gap, np.float32) if config.min_gap else None,
+        min_gap_se=np.asarray(config.min_gap_se, np.float32) if config.min_gap_se else None,
         merged_features=tuple(merged_features),
     )
 
@@ -160,7 +162,9 @@ class Smoothed(struct.PyTreeNode):
     """One member's smoothed ranking metrics (``K`` tags)."""
 
     ema: jax.Array  # [K] float32, exponential average of the values pushed (before correction)
+    ema_sq: jax.Array  # [K] float32, the same average of the squared values
     ema_norm: jax.Array  # [K] float32, 1 - decay^count: divides ema into an unbiased mean
+    ema_weight_sq: jax.Array  # [K] float32, sum of the squared EMA weights (effective count)
     window: jax.Array  # [W, K] float32, ring buffer: value i at row i % W
     count: jax.Array  # [K] int32, values pushed since the member began (or last copied)
 
@@ -169,7 +173,9 @@ class Smoothed(struct.PyTreeNode):
         """Nothing pushed yet."""
         return cls(
             ema=jnp.zeros((num_tags,), jnp.float32),
+            ema_sq=jnp.zeros((num_tags,), jnp.float32),
             ema_norm=jnp.zeros((num_tags,), jnp.float32),
+            ema_weight_sq=jnp.zeros((num_tags,), jnp.float32),
             window=jnp.zeros((window, num_tags), jnp.float32),
             count=jnp.zeros((num_tags,), jnp.int32),
         )
@@ -212,14 +218,18 @@ def push(spec: PBTSpec, smoothed: Smoothed, values: jax.Array, valid: jax.Array)
     window = smoothed.window.at[row, jnp.arange(values.shape[0])].set(values)
     pushed = Smoothed(
         ema=decay * smoothed.ema + (1 - decay) * values,
+        ema_sq=decay * smoothed.ema_sq + (1 - decay) * values * values,
         ema_norm=decay * smoothed.ema_norm + (1 - decay),
+        ema_weight_sq=decay * decay * smoothed.ema_weight_sq + (1 - decay) ** 2,
         window=window,
         count=smoothed.count + 1,
     )
     keep = lambda new, old: jnp.where(valid, new, old)  # noqa: E731 - [K] columns
     return Smoothed(
         ema=keep(pushed.ema, smoothed.ema),
+        ema_sq=keep(pushed.ema_sq, smoothed.ema_sq),
         ema_norm=keep(pushed.ema_norm, smoothed.ema_norm),
+        ema_weight_sq=keep(pushed.ema_weight_sq, smoothed.ema_weight_sq),
         window=jnp.where(valid[None, :], pushed.window, smoothed.window),
         count=keep(pushed.count, smoothed.count),
     )
@@ -235,6 +245,49 @@ def score(spec: PBTSpec, smoothed: Smoothed) -> jax.Array:
         total = jnp.where(used, smoothed.window, 0.0).sum(0)
         value = total / jnp.maximum(used.sum(0), 1)
     return jnp.where(smoothed.count > 0, value, jnp.nan)
+
+
+def standard_error(spec: PBTSpec, smoothed: Smoothed) -> jax.Array:
+    """float32 [K]: the standard error of each of one member's smoothed metrics.
+
+    Window: ``s / sqrt(n)`` over the ``n`` values in the window (``s`` the sample standard
+    deviation). EMA: the weighted variance of the values (from the EMA of their squares,
+    with the unbiased correction for weights) over the effective count ``n_eff =
+    (sum w)^2 / sum w^2``, which tends to ``(1 + decay) / (1 - decay)``. 0 where nothing was
+    pushed (a member without a value trails any other, see :func:`clearly_ahead`); inf with a
+    single value (its noise is unknown).
+    """
+    if spec.smoothing == "ema":
+        norm = jnp.maximum(smoothed.ema_norm, 1e-30)
+        mean = smoothed.ema / norm
+        second = smoothed.ema_sq / norm
+        n_eff = smoothed.ema_norm**2 / jnp.maximum(smoothed.ema_weight_sq, 1e-30)
+        spread = jnp.maximum(second - mean * mean, 0.0)
+        variance = spread * n_eff / jnp.maximum(n_eff - 1.0, 1e-6)
+        several = n_eff > 1.0 + 1e-3
+    else:
+        size = smoothed.window.shape[0]
+        used = jnp.arange(size)[:, None] < jnp.minimum(smoothed.count, size)[None, :]  # [W, K]
+        n_eff = used.sum(0).astype(jnp.float32)
+        mean = jnp.where(used, smoothed.window, 0.0).sum(0) / jnp.maximum(n_eff, 1.0)
+        squares = jnp.where(used, (smoothed.window - mean) ** 2, 0.0).sum(0)
+        variance = squares / jnp.maximum(n_eff - 1.0, 1.0)
+        several = n_eff >= 2
+    se = jnp.where(several, jnp.sqrt(variance / jnp.maximum(n_eff, 1.0)), jnp.inf)
+    return jnp.where(smoothed.count > 0, se, 0.0).astype(jnp.float32)
+
+
+def pair_gaps(spec: PBTSpec, parent_se: jax.Array, child_se: jax.Array) -> jax.Array:
+    """float32 [R, K]: the lead each parent needs over its child on each tag: the larger of
+    ``min_gap`` and ``min_gap_se`` standard errors of the difference (each 0 when unset)."""
+    tags = len(spec.metric_tags)
+    fixed = jnp.asarray(spec.min_gap if spec.min_gap is not None else np.zeros(tags, np.float32))
+    sigmas = jnp.asarray(
+        spec.min_gap_se if spec.min_gap_se is not None else np.zeros(tags, np.float32)
+    )
+    noise = jnp.sqrt(parent_se**2 + child_se**2)  # [R, K]
+    relative = jnp.where(sigmas > 0, sigmas * noise, 0.0)  # 0 x inf would be nan
+    return jnp.maximum(fixed, relative)
 
 
 def ranking(scores: jax.Array, eligible: jax.Array) -> jax.Array:
@@ -277,7 +330,7 @@ def clearly_ahead(parent: jax.Array, child: jax.Array, gap: jax.Array) -> jax.Ar
 
     Args:
       parent, child: float32 [R, K] smoothed metrics (:func:`score`).
-      gap: float32 [K] >= 0.
+      gap: float32 [K] or [R, K] >= 0 (inf: that tag never decides).
     """
     child = jnp.where(jnp.isnan(child), -jnp.inf, child)
     diff = jnp.where(jnp.isnan(parent), -jnp.inf, parent - child)  # [R, K]
@@ -426,13 +479,16 @@ def exploit_explore(
     key, key_parent, key_explore = split[:, 0], split[:, 1], split[:, 2]
     draws = jax.vmap(lambda k: jax.random.randint(k, (), 0, spec.selected))(key_parent)
     scores = jax.vmap(lambda s: score(spec, s))(state.smoothed)
+    errors = jax.vmap(lambda s: standard_error(spec, s))(state.smoothed)
     alive = runner.nonfinite_streak < spec.max_nonfinite
-    every = all_members((scores, alive, draws, state.generation), axis)
+    every = all_members((scores, alive, draws, state.generation, errors), axis)
     order = ranking(every[0], every[1])
     sources = select_sources(order, every[2], spec.selected)  # [R]
     members = jnp.arange(spec.num_members, dtype=jnp.int32)  # [R]
-    if spec.min_gap is not None:  # keep its own line unless the parent is clearly ahead
-        ahead = clearly_ahead(jnp.take(every[0], sources, axis=0), every[0], spec.min_gap)
+    if spec.min_gap is not None or spec.min_gap_se is not None:
+        # Keep its own line unless the parent is clearly ahead.
+        gaps = pair_gaps(spec, jnp.take(every[4], sources, axis=0), every[4])
+        ahead = clearly_ahead(jnp.take(every[0], sources, axis=0), every[0], gaps)
         sources = jnp.where(ahead | ~every[1], sources, members)  # a stopped member copies
     source = my_rows(sources, axis, local)
     own = my_rows(members, axis, local)
@@ -563,9 +619,12 @@ def summary(spec: PBTSpec) -> list[str]:
         if spec.grid_size[i]:
             text += " grid {" + ", ".join(f"{v:g}" for v in spec.grid[i, : spec.grid_size[i]]) + "}"
         bounds.append(text)
-    gate = ""
+    gates = []
     if spec.min_gap is not None:
-        gate = " when clearly ahead (gaps " + ", ".join(f"{g:g}" for g in spec.min_gap) + ")"
+        gates.append("gaps " + ", ".join(f"{g:g}" for g in spec.min_gap))
+    if spec.min_gap_se is not None:
+        gates.append("standard errors " + ", ".join(f"{g:g}" for g in spec.min_gap_se))
+    gate = f" when clearly ahead ({'; '.join(gates)})" if gates else ""
     return [
         f"pbt          every {spec.every_updates} updates the bottom {spec.selected} of "
         f"{spec.num_members} members copy the top {spec.selected}{gate} (ranked on {tags}, "

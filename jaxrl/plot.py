@@ -338,6 +338,21 @@ def reward_breakdown(run_dir: Path) -> dict[str, dict[str, Curve]]:
     }
 
 
+_POINT_PART = re.compile(r"-(?=[A-Za-z_][\w.]*=)")  # the dash before each ``key=`` of a point
+
+
+def panel_title(point: str, width: int = 48) -> str:
+    """A sweep point's name (``touch=0.5-vel_to_ball=0``) as ``key=value`` parts joined by
+    ``", "`` and wrapped at whole parts into lines of about ``width`` characters."""
+    lines: list[str] = []
+    for part in _POINT_PART.split(point):
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += ", " + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
 def draw_rewards(breakdown: dict[str, dict[str, Curve]], out: Path) -> None:
     """One panel per member: the terms stacked (positive up, negative down), their sum a line."""
     plt = _pyplot()
@@ -345,7 +360,7 @@ def draw_rewards(breakdown: dict[str, dict[str, Curve]], out: Path) -> None:
     columns = min(count, 3)
     rows = -(-count // columns)
     fig, axes = plt.subplots(
-        rows, columns, figsize=(4.6 * columns, 3.2 * rows + 0.8), squeeze=False, sharey=True
+        rows, columns, figsize=(4.6 * columns, 3.5 * rows + 0.8), squeeze=False, sharey=True
     )
     terms = list(next(iter(breakdown.values())))
     colors = plt.get_cmap("tab10" if len(terms) <= 10 else "tab20")
@@ -362,7 +377,7 @@ def draw_rewards(breakdown: dict[str, dict[str, Curve]], out: Path) -> None:
             up, down = up + positive, down + negative
         ax.plot(steps, up + down, color="black", lw=1.2, label="sum")
         ax.axhline(0.0, color="black", lw=0.5)
-        ax.set_title(point, fontsize=9)
+        ax.set_title(panel_title(point), fontsize=8)
         ax.grid(alpha=0.3)
         ax.set_xlabel("env steps")
     for ax in axes.flat[count:]:

@@ -131,6 +131,8 @@ def step4(state, runner, packed):
         ({"hyperparameters": {}}, 4, "name at least one hyperparameter"),
         ({"min_gap": (0.1, 0.2)}, 4, r"pbt.min_gap must be empty or one finite gap >= 0 per"),
         ({"min_gap": (-0.1,)}, 4, r"pbt.min_gap must be empty or one finite gap >= 0 per"),
+        ({"min_gap_se": (1.0, 2.0)}, 4, r"pbt.min_gap_se must be empty or one finite number"),
+        ({"min_gap_se": (float("inf"),)}, 4, r"pbt.min_gap_se must be empty or one finite"),
         (
             {"hyperparameters": {"ppo.lr": BoundsConfig(min=0.0, max=1e-2, log=True)}},
             4,
@@ -255,6 +257,52 @@ def test_ema_and_window_by_hand():
     np.testing.assert_array_equal(pbt.score(window, state), [5.5])  # the last two
 
 
+def test_standard_error_by_hand():
+    window = _spec(smoothing="window", window=3)
+    state = pbt.Smoothed.create(1, 3)
+    assert pbt.standard_error(window, state)[0] == 0.0  # nothing pushed: trails any parent
+    state = pbt.push(window, state, jnp.float32([1.0]), jnp.ones(1, bool))
+    assert np.isinf(pbt.standard_error(window, state)[0])  # one value: its noise is unknown
+    for value in (4.0, 7.0, 10.0):
+        state = pbt.push(window, state, jnp.float32([value]), jnp.ones(1, bool))
+    # The window holds 4, 7, 10: sample variance 9, standard error 3 / sqrt(3).
+    np.testing.assert_allclose(pbt.standard_error(window, state), [np.sqrt(3.0)], rtol=1e-6)
+
+    ema = _spec(ema_decay=0.5)
+    state = pbt.Smoothed.create(1, 2)
+    values = np.float64([1.0, 4.0, 7.0])
+    for value in values:
+        state = pbt.push(ema, state, jnp.float32([value]), jnp.ones(1, bool))
+    # Reliability weights w = 0.5 * 0.5^age: var = sum w (x - m)^2 / (V1 - V2 / V1),
+    # n_eff = V1^2 / V2, standard error sqrt(var / n_eff).
+    w = np.float64([0.125, 0.25, 0.5])
+    v1, v2 = w.sum(), (w**2).sum()
+    mean = (w * values).sum() / v1
+    variance = (w * (values - mean) ** 2).sum() / (v1 - v2 / v1)
+    np.testing.assert_allclose(
+        pbt.standard_error(ema, state), [np.sqrt(variance / (v1**2 / v2))], rtol=1e-5
+    )
+    # The effective count tends to (1 + d) / (1 - d): 9 at d = 0.8, so a constant series
+    # has no error and an alternating one +-1 about sqrt(1 * 9/8 / 9).
+    steady = _spec(ema_decay=0.8)
+    state = pbt.Smoothed.create(1, 2)
+    for i in range(200):
+        state = pbt.push(steady, state, jnp.float32([(-1.0) ** i]), jnp.ones(1, bool))
+    np.testing.assert_allclose(pbt.standard_error(steady, state), [np.sqrt(1 / 8)], rtol=0.02)
+
+
+def test_pair_gaps_take_the_larger_of_the_fixed_and_the_noise_gap():
+    spec = _spec(metric=("curriculum/stage", "rollout/episode_return"), min_gap=(0.5, 0.0),
+                 min_gap_se=(0.0, 2.0))  # fmt: skip
+    parent_se = jnp.float32([[jnp.inf, 3.0], [0.0, 0.1]])
+    child_se = jnp.float32([[0.0, 4.0], [0.0, jnp.inf]])
+    # Stage: 0.5 (no noise term, even with an infinite error); return: 2 x 5 = 10, and inf.
+    np.testing.assert_array_equal(
+        pbt.pair_gaps(spec, parent_se, child_se), [[0.5, 10.0], [0.5, np.inf]]
+    )
+    assert any("(gaps 0.5, 0; standard errors 0, 2)" in line for line in pbt.summary(spec))
+
+
 def test_ranking_is_lexicographic_with_the_unusable_last():
     scores = jnp.float32([[1, 5], [2, 0], [2, 3], [jnp.nan, 9], [2, 3], [9, 9]])
     eligible = jnp.array([True, True, True, True, True, False])
@@ -309,6 +357,38 @@ def test_min_gap_copies_only_from_a_parent_clearly_ahead(returns, streak, replac
     )
     np.testing.assert_array_equal(state.parent[kept], np.arange(4)[kept])
     assert any(" when clearly ahead (gaps 1)" in line for line in pbt.summary(GAP_SPEC))
+
+
+SE_SPEC = _spec(smoothing="window", window=4, min_gap_se=(2.0,))
+
+
+@jax.jit
+def step4_se(state, runner, packed):
+    """The population step of ``SE_SPEC``: a parent must lead by 2 standard errors."""
+    return _step(SE_SPEC, state, runner, packed)
+
+
+@pytest.mark.parametrize(
+    "best, replaced",
+    [
+        # Member 1 leads member 3 (2, 2, 2, 2) by 3 with no noise: member 3 copies it.
+        ([5.0, 5.0, 5.0, 5.0], [0, 0, 0, 1]),
+        # The same mean lead, but 1's values swing (10, 0, 10, 0): standard error 2.9, so
+        # the lead of 3 is under 2 x 2.9 and member 3 keeps its line.
+        ([10.0, 0.0, 10.0, 0.0], [0, 0, 0, 0]),
+    ],
+)
+def test_min_gap_se_copies_only_a_lead_beyond_the_noise(best, replaced):
+    history = jnp.float32([[3.0] * 4, best, [4.0] * 4, [2.0] * 4])  # [R, 4 updates]
+    state = pbt.init_population(SE_SPEC, [0, 1, 2, 3])
+    smoothed = state.smoothed
+    for t in range(3):  # the last value arrives with the step
+        smoothed = jax.vmap(lambda s, v: pbt.push(SE_SPEC, s, v[None], jnp.ones(1, bool)))(
+            smoothed, history[:, t]
+        )
+    state = state.replace(smoothed=smoothed)
+    _, _, metrics = step4_se(state, _population(), _packed(history[:, 3]))
+    np.testing.assert_array_equal(metrics["pbt/replaced"].value, replaced)
 
 
 # ---- exploit and explore ---------------------------------------------------------------------

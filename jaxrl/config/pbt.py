@@ -41,6 +41,11 @@ class PBTConfig:
     # first ranking tag where their smoothed values differ by more than its gap, the parent's
     # is the higher. One gap per tag of `metric`; empty: always copy (truncation selection).
     min_gap: tuple[float, ...] = ()
+    # Or relative to the noise: the gap of a tag is also at least min_gap_se[k] standard
+    # errors of the difference, sqrt(se_parent^2 + se_child^2), each member's standard error
+    # of its smoothed value (window: the sample's; ema: from the EMA of squares and its
+    # effective count). 2 is close to Jaderberg et al.'s Welch t-test at p = 0.05.
+    min_gap_se: tuple[float, ...] = ()
     explore: str = "perturb"  # perturb: scale by a factor (or step a grid); resample: draw anew
     factors: tuple[float, ...] = (0.8, 1.25)  # perturb: one factor drawn uniformly per value
     resample_probability: float = 0.0  # perturb: chance that a value is resampled instead
@@ -96,6 +101,12 @@ class PBTConfig:
             and all(math.isfinite(g) and g >= 0 for g in self.min_gap),
             f"pbt.min_gap must be empty or one finite gap >= 0 per pbt.metric tag "
             f"({len(self.metric)}), got {list(self.min_gap)}",
+        )
+        require(
+            len(self.min_gap_se) in (0, len(self.metric))
+            and all(math.isfinite(g) and g >= 0 for g in self.min_gap_se),
+            f"pbt.min_gap_se must be empty or one finite number >= 0 per pbt.metric tag "
+            f"({len(self.metric)}), got {list(self.min_gap_se)}",
         )
         require(
             self.smoothing in SMOOTHINGS,
