@@ -290,7 +290,9 @@ class Curriculum(Feature):
         replayed = int((self.ranks >= 0).sum())
         names = ", ".join(self.spec.names)
         stages = np.asarray(state.stage).reshape(-1)  # [] or [members]
-        at = f"stage {int(stages[0])}" if stages.size == 1 else f"stages {stages.tolist()} (members)"
+        at = (
+            f"stage {int(stages[0])}" if stages.size == 1 else f"stages {stages.tolist()} (members)"
+        )
         line = f"{self.spec.num_stages} stages ({names}), at {at}"
         if replayed:
             line += f"; {replayed} envs replay earlier stages"

@@ -15,8 +15,9 @@ the whole population, made of array operations on the member axis ``[R]``:
      uniformly from the top ``n`` (with ``min_gap`` or ``min_gap_se``: keeps its own line
      unless that parent is clearly ahead, :func:`clearly_ahead`) and copies its params,
      optimizer state, observation normaliser, every feature's per-member state (curriculum
-     stage, self-play pool), its hyperparameters and its progress counters. Env states and RNG keys are never copied:
-     the child goes on playing its own envs with its own random numbers;
+     stage, self-play pool), its hyperparameters and its progress counters. Env states and
+     RNG keys are never copied: the child goes on playing its own envs with its own random
+     numbers;
    - **explore**: the child perturbs each explored hyperparameter (times a factor drawn from
      ``factors``, or one step along a ``values`` grid) or resamples it (from its grid, the
      sweep's list, or uniformly in its bounds), always within the bounds;
@@ -235,15 +236,23 @@ def push(spec: PBTSpec, smoothed: Smoothed, values: jax.Array, valid: jax.Array)
     )
 
 
+def _ema_mean(smoothed: Smoothed) -> jax.Array:
+    """float32 [K]: the bias-corrected EMA (garbage where nothing was pushed)."""
+    return smoothed.ema / jnp.maximum(smoothed.ema_norm, 1e-30)
+
+
+def _window_values(smoothed: Smoothed) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(used [W, K] bool, n [K] float32, mean [K])`` of the values in the window."""
+    size = smoothed.window.shape[0]
+    used = jnp.arange(size)[:, None] < jnp.minimum(smoothed.count, size)[None, :]
+    n = used.sum(0).astype(jnp.float32)
+    mean = jnp.where(used, smoothed.window, 0.0).sum(0) / jnp.maximum(n, 1.0)
+    return used, n, mean
+
+
 def score(spec: PBTSpec, smoothed: Smoothed) -> jax.Array:
     """float32 [K]: one member's smoothed metrics (nan where nothing was pushed)."""
-    if spec.smoothing == "ema":
-        value = smoothed.ema / jnp.maximum(smoothed.ema_norm, 1e-30)
-    else:
-        size = smoothed.window.shape[0]
-        used = jnp.arange(size)[:, None] < jnp.minimum(smoothed.count, size)[None, :]  # [W, K]
-        total = jnp.where(used, smoothed.window, 0.0).sum(0)
-        value = total / jnp.maximum(used.sum(0), 1)
+    value = _ema_mean(smoothed) if spec.smoothing == "ema" else _window_values(smoothed)[2]
     return jnp.where(smoothed.count > 0, value, jnp.nan)
 
 
@@ -258,18 +267,14 @@ def standard_error(spec: PBTSpec, smoothed: Smoothed) -> jax.Array:
     single value (its noise is unknown).
     """
     if spec.smoothing == "ema":
-        norm = jnp.maximum(smoothed.ema_norm, 1e-30)
-        mean = smoothed.ema / norm
-        second = smoothed.ema_sq / norm
+        mean = _ema_mean(smoothed)
+        second = smoothed.ema_sq / jnp.maximum(smoothed.ema_norm, 1e-30)
         n_eff = smoothed.ema_norm**2 / jnp.maximum(smoothed.ema_weight_sq, 1e-30)
         spread = jnp.maximum(second - mean * mean, 0.0)
         variance = spread * n_eff / jnp.maximum(n_eff - 1.0, 1e-6)
         several = n_eff > 1.0 + 1e-3
     else:
-        size = smoothed.window.shape[0]
-        used = jnp.arange(size)[:, None] < jnp.minimum(smoothed.count, size)[None, :]  # [W, K]
-        n_eff = used.sum(0).astype(jnp.float32)
-        mean = jnp.where(used, smoothed.window, 0.0).sum(0) / jnp.maximum(n_eff, 1.0)
+        used, n_eff, mean = _window_values(smoothed)
         squares = jnp.where(used, (smoothed.window - mean) ** 2, 0.0).sum(0)
         variance = squares / jnp.maximum(n_eff - 1.0, 1.0)
         several = n_eff >= 2
@@ -279,12 +284,10 @@ def standard_error(spec: PBTSpec, smoothed: Smoothed) -> jax.Array:
 
 def pair_gaps(spec: PBTSpec, parent_se: jax.Array, child_se: jax.Array) -> jax.Array:
     """float32 [R, K]: the lead each parent needs over its child on each tag: the larger of
-    ``min_gap`` and ``min_gap_se`` standard errors of the difference (each 0 when unset)."""
-    tags = len(spec.metric_tags)
-    fixed = jnp.asarray(spec.min_gap if spec.min_gap is not None else np.zeros(tags, np.float32))
-    sigmas = jnp.asarray(
-        spec.min_gap_se if spec.min_gap_se is not None else np.zeros(tags, np.float32)
-    )
+    ``min_gap`` (0 when unset) and ``min_gap_se`` standard errors of the difference."""
+    zeros = np.zeros(len(spec.metric_tags), np.float32)
+    fixed = jnp.asarray(spec.min_gap if spec.min_gap is not None else zeros)
+    sigmas = jnp.asarray(spec.min_gap_se if spec.min_gap_se is not None else zeros)
     noise = jnp.sqrt(parent_se**2 + child_se**2)  # [R, K]
     relative = jnp.where(sigmas > 0, sigmas * noise, 0.0)  # 0 x inf would be nan
     return jnp.maximum(fixed, relative)
@@ -479,15 +482,17 @@ def exploit_explore(
     key, key_parent, key_explore = split[:, 0], split[:, 1], split[:, 2]
     draws = jax.vmap(lambda k: jax.random.randint(k, (), 0, spec.selected))(key_parent)
     scores = jax.vmap(lambda s: score(spec, s))(state.smoothed)
-    errors = jax.vmap(lambda s: standard_error(spec, s))(state.smoothed)
     alive = runner.nonfinite_streak < spec.max_nonfinite
-    every = all_members((scores, alive, draws, state.generation, errors), axis)
+    every = all_members((scores, alive, draws, state.generation), axis)
     order = ranking(every[0], every[1])
     sources = select_sources(order, every[2], spec.selected)  # [R]
     members = jnp.arange(spec.num_members, dtype=jnp.int32)  # [R]
-    if spec.min_gap is not None or spec.min_gap_se is not None:
-        # Keep its own line unless the parent is clearly ahead.
-        gaps = pair_gaps(spec, jnp.take(every[4], sources, axis=0), every[4])
+    if spec.min_gap_se is not None:  # the standard errors only where a gate reads them
+        errors = all_members(jax.vmap(lambda s: standard_error(spec, s))(state.smoothed), axis)
+        gaps = pair_gaps(spec, jnp.take(errors, sources, axis=0), errors)
+    else:
+        gaps = spec.min_gap
+    if gaps is not None:  # keep its own line unless the parent is clearly ahead
         ahead = clearly_ahead(jnp.take(every[0], sources, axis=0), every[0], gaps)
         sources = jnp.where(ahead | ~every[1], sources, members)  # a stopped member copies
     source = my_rows(sources, axis, local)

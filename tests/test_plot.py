@@ -181,8 +181,7 @@ def test_reward_breakdown_averages_a_points_seeds(rewards_run, tmp_path):
 def test_panel_title_wraps_a_sweep_point_at_whole_parts():
     point = "sparse=0-touch=0.5-vel_to_ball=0.01-vel_ball_to_goal=-0.05-ball_goal_potential=1"
     assert plot.panel_title(point, width=48) == (
-        "sparse=0, touch=0.5, vel_to_ball=0.01\n"
-        "vel_ball_to_goal=-0.05, ball_goal_potential=1"
+        "sparse=0, touch=0.5, vel_to_ball=0.01\nvel_ball_to_goal=-0.05, ball_goal_potential=1"
     )
     assert plot.panel_title("lr=0.001") == "lr=0.001"
 

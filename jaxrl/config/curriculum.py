@@ -25,7 +25,7 @@ class StageConfig:
     threshold: float = 0.0  # promote when the window mean reaches this
     window: int = 10  # updates (with finished episodes) averaged
     min_updates: int = 0  # updates spent in the stage before promotion is possible
-    max_updates: int = 0  # promote after this many updates in the stage whatever the metric (0: never)
+    max_updates: int = 0  # promote after N updates in the stage whatever the metric (0: no limit)
     features: dict[str, bool] = field(default_factory=dict)  # {selfplay: true} switches it on
 
 
