@@ -7,7 +7,8 @@ the whole population, made of array operations on the member axis ``[R]``:
 1. **smooth**: each member pushes this update's value of every ranking metric (a declared
    metric tag, e.g. ``rollout/episode_return``; several tags rank lexicographically, e.g.
    ``[curriculum/stage, curriculum/metric]``) into an EMA or a window of the last values;
-2. every ``pbt.every_updates`` updates, in a ``lax.cond`` (no retrace, no host round trip):
+2. every ``pbt.every_updates`` updates from ``pbt.burn_in_updates`` on, in a ``lax.cond``
+   (no retrace, no host round trip):
 
    - **rank** the members on their smoothed metrics (best first; a member without a value
      yet, or stopped by non-finite updates, ranks last; ties go to the lower index);
@@ -58,6 +59,7 @@ class PBTSpec:
     ``H`` explored hyperparameters."""
 
     every_updates: int
+    burn_in_updates: int  # no event before this update
     num_updates: int
     num_members: int  # R, the whole population (all devices)
     selected: int  # n: members in the bottom and in the top quantile
@@ -129,6 +131,7 @@ def make_spec(
     )
     return PBTSpec(
         every_updates=config.every_updates,
+        burn_in_updates=config.burn_in_updates,
         num_updates=num_updates,
         num_members=num_members,
         selected=config.selected(num_members),
@@ -566,7 +569,12 @@ def population_step(
     if axis is not None:
         update = jax.lax.pmax(update, axis)
         any_ran = jax.lax.pmax(any_ran.astype(jnp.int32), axis) > 0
-    fire = any_ran & (update % spec.every_updates == 0) & (update < spec.num_updates)
+    fire = (
+        any_ran
+        & (update % spec.every_updates == 0)
+        & (update >= spec.burn_in_updates)
+        & (update < spec.num_updates)
+    )
 
     def skip(state, runner):
         local = state.parent.shape[0]
@@ -630,8 +638,9 @@ def summary(spec: PBTSpec) -> list[str]:
     if spec.min_gap_se is not None:
         gates.append("standard errors " + ", ".join(f"{g:g}" for g in spec.min_gap_se))
     gate = f" when clearly ahead ({'; '.join(gates)})" if gates else ""
+    start = f" from update {spec.burn_in_updates}" if spec.burn_in_updates else ""
     return [
-        f"pbt          every {spec.every_updates} updates the bottom {spec.selected} of "
+        f"pbt          every {spec.every_updates} updates{start} the bottom {spec.selected} of "
         f"{spec.num_members} members copy the top {spec.selected}{gate} (ranked on {tags}, "
         f"{smoothing}); explore: {how}",
         f"             {'; '.join(bounds)}",

@@ -121,6 +121,9 @@ def step4(state, runner, packed):
         ({"fraction": 0.2}, 4, r"pbt.fraction must be in \(0, 0.5\]"),
         ({"fraction": 0.75}, 8, r"pbt.fraction must be in \(0, 0.5\]"),
         ({"every_updates": 10}, 4, "must be below the run's 10 updates"),
+        ({"burn_in_updates": -1}, 4, "pbt.burn_in_updates must be >= 0"),
+        # every 2 updates of 10: the first event past a burn-in of 9 would be at update 10
+        ({"burn_in_updates": 9}, 4, r"leaves no event in the run's 10 updates \(the first"),
         ({"metric": ()}, 4, "pbt.metric must be a non-empty list"),
         ({"smoothing": "median"}, 4, "pbt.smoothing must be one of ema, window"),
         ({"ema_decay": 1.0}, 4, r"pbt.ema_decay must be in \[0, 1\)"),
@@ -434,6 +437,29 @@ def test_nothing_happens_between_events():
     np.testing.assert_array_equal(new_state.parent, state.parent)
     np.testing.assert_array_equal(metrics["pbt/events"].value, [0, 0, 0, 0])
     np.testing.assert_array_equal(new_state.smoothed.count[:, 1], [1, 1, 1, 1])
+
+
+BURN_SPEC = _spec(burn_in_updates=3)
+
+
+@jax.jit
+def step4_burn(state, runner, packed):
+    """The population step of ``BURN_SPEC``: every 2 updates, none before update 3."""
+    return _step(BURN_SPEC, state, runner, packed)
+
+
+@pytest.mark.parametrize("update, fires", [(2, False), (3, False), (4, True), (6, True)])
+def test_no_event_before_the_burn_in(update, fires):
+    runner = _population(update=update)
+    state = pbt.init_population(BURN_SPEC, [0, 1, 2, 3])
+    state, child, metrics = step4_burn(state, runner, _packed([1.0, 5.0, 3.0, -1.0]))
+    np.testing.assert_array_equal(metrics["pbt/events"].value, [int(fires)] * 4)
+    np.testing.assert_array_equal(metrics["pbt/replaced"].value, [0, 0, 0, int(fires)])
+    if not fires:  # every member as it was: the grid sweep's run so far
+        chex.assert_trees_all_equal(child, runner)
+    assert BURN_SPEC.burn_in_updates == 3 and _config(burn_in_updates=3).first_event == 4
+    lines = pbt.summary(BURN_SPEC)
+    assert any("every 2 updates from update 3 the bottom 1" in line for line in lines)
 
 
 def test_lineage_over_two_events():

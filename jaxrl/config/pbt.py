@@ -32,6 +32,10 @@ class PBTConfig:
     """Population-based training over the members (off while ``every_updates`` is 0)."""
 
     every_updates: int = 0  # exploit and explore every N updates; 0: PBT off
+    # No event before this update: until then every member trains as in the grid sweep, so a
+    # slow starter (the grid's eventual best, found on Breakout seed 2) is not copied over
+    # while the returns are far apart (Ray Tune's burn_in_period). 0: from the first event.
+    burn_in_updates: int = 0
     metric: tuple[str, ...] = ("rollout/episode_return",)  # tags ranked on, first decides first
     smoothing: str = "ema"  # ema | window: how each member's per-update values are smoothed
     ema_decay: float = 0.9  # ema: weight of the past at each update that reports the metric
@@ -60,6 +64,12 @@ class PBTConfig:
     def keys(self) -> tuple[str, ...]:
         """Config keys of the explored values (``ppo.lr``, ``env.kwargs.reward.touch``)."""
         return tuple(self.hyperparameters)
+
+    @property
+    def first_event(self) -> int:
+        """The first update PBT fires at: a multiple of ``every_updates``, past the burn-in."""
+        every = self.every_updates
+        return max(every, -(-self.burn_in_updates // every) * every)
 
     def selected(self, num_members: int) -> int:
         """Members in the bottom (and in the top) quantile: ``int(R * fraction)``."""
@@ -91,6 +101,15 @@ class PBTConfig:
             self.every_updates < num_updates,
             f"pbt.every_updates ({self.every_updates}) must be below the run's {num_updates} "
             "updates (PBT would never fire)",
+        )
+        require(
+            self.burn_in_updates >= 0,
+            f"pbt.burn_in_updates must be >= 0, got {self.burn_in_updates}",
+        )
+        require(
+            self.first_event < num_updates,
+            f"pbt.burn_in_updates ({self.burn_in_updates}) leaves no event in the run's "
+            f"{num_updates} updates (the first would be at update {self.first_event})",
         )
         require(
             len(self.metric) >= 1 and all(isinstance(t, str) and t for t in self.metric),
