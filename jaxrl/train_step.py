@@ -105,8 +105,8 @@ def init_runner_state(
     params :func:`member_params` gives for ``key`` (computed here when None).
     """
     hyper = base_hyper(setup.config) if hyper is None else hyper
-    if setup.exploiters is not None:  # only then: a run without them keeps its keys
-        key, key_exploiters = jax.random.split(key)
+    # A stream of their own: the learner's keys below are the same with or without them.
+    key_exploiters = jax.random.fold_in(key, exploiters.KEY_STREAM)
     key_params, key_reset, key_runner = jax.random.split(key, 3)
     del key
     params = init_params(setup, key_params) if params is None else params
