@@ -105,18 +105,17 @@ def init_runner_state(
     params :func:`member_params` gives for ``key`` (computed here when None).
     """
     hyper = base_hyper(setup.config) if hyper is None else hyper
-    # A stream of their own: the learner's keys below are the same with or without them.
-    key_exploiters = jax.random.fold_in(key, exploiters.KEY_STREAM)
     key_params, key_reset, key_runner = jax.random.split(key, 3)
-    del key
     params = init_params(setup, key_params) if params is None else params
     obs_stats = RunningStats.create(setup.obs_shape)
     features = {f.name: f.init(params, obs_stats) for f in setup.features}
     hyper = jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hyper)
-    if setup.exploiters is not None:
+    if setup.exploiters is not None:  # a key stream of their own: the learner's is unchanged
+        key_exploiters = jax.random.fold_in(key, exploiters.KEY_STREAM)
         features[exploiters.EXPLOITERS] = init_exploiters(
             setup.exploiters, key_exploiters, hyper, params
         )
+    del key
     plan = make_plan(setup, features, hyper)
     return RunnerState(
         params=params,
