@@ -2,6 +2,7 @@
 
     python -m bench.cyber_defender --run-dir DIR [--episodes 1000] [--seed 153] [--step S]
                                    [--stochastic] [--json FILE]
+    python -m bench.cyber_defender --b-line-run DIR --meander-run DIR [...]
 
 Plays the run's policy (deterministic: the mode of each action distribution) in the twelve
 cells of the challenge's evaluation: Red B_line and Meander, 30, 50 and 100 steps, with CybORG
@@ -15,8 +16,17 @@ entry in every 2.1 cell and its six-cell total at or above :data:`TARGET_TOTAL` 
 targets). The leaderboard has no fixed-bugs column: those scores are reported, not compared.
 
 A run with several members (``train.num_seeds``, sweeps) is evaluated member by member in the
-same program (vmapped). Exits 0 once every cell is played, whatever the verdict; 1 with one
-line on bad input (not a run directory, not a CAGE2 run, a bad step or episode count).
+same program (vmapped).
+
+``--b-line-run`` and ``--meander-run`` play one defender per Red instead, as the leaderboard's
+first two entries did: both networks see every observation (each with its own recurrent
+state), and :func:`envs.cyber.fingerprint.update_verdict` picks whose action Blue takes: the
+B_line run's until the observation of step 3 tells the Reds apart, then the run of the Red it
+names, for the rest of the episode (:class:`RedGated`). Each run is typically trained on its
+own Red (``env.kwargs.red_agent=1`` or ``2``).
+
+Exits 0 once every cell is played, whatever the verdict; 1 with one line on bad input (not a
+run directory, not a CAGE2 run, a bad step or episode count, an unusable pair of runs).
 """
 
 from __future__ import annotations
@@ -26,15 +36,23 @@ import dataclasses
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from bench.cyber_fidelity import LENGTHS, RED_INDEX
+from envs.cyber import fingerprint
+from envs.cyber import red as cyber_red
+from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import CheckpointError
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.evaluate import run_episodes
 from jaxrl.play import load_policy, play_params
+from jaxrl.setup import Setup
 
 REDS = {red: RED_INDEX[red] for red in ("B_line", "Meander")}  # the active Reds' agent indices
 BUGS = {"2.1": False, "fixed": True}  # fix_bugs per column group: CybORG 2.1, CybORG++
@@ -85,6 +103,7 @@ class DefenderScores:
     deterministic: bool
     cells: tuple[Cell, ...]  # bugs x red x length, in BUGS, REDS, LENGTHS order
     member: str | None = None  # the member's name in a run with several members
+    pair: str | None = None  # a per-Red pair of runs: "B_line: DIR (update S), Meander: ..."
 
     def cell(self, bugs: str, red: str, length: int) -> Cell:
         """The cell of one bug setting, Red agent and episode length."""
@@ -113,6 +132,93 @@ class DefenderScores:
         return data
 
 
+class GatedHidden(struct.PyTreeNode):
+    """The recurrent state of :class:`RedGated` for ``N`` env rows."""
+
+    b_line: Any  # the B_line defender's carry
+    meander: Any  # the Meander defender's carry
+    verdict: jax.Array  # [N] int32, fingerprint.UNDECIDED or the Red index named
+
+
+class RedGated(nn.Module):
+    """One defender per Red behind the fingerprint, as one network for the shared match step.
+
+    ``__call__(hidden, obs [1, N, 79], is_first [1, N])`` runs both defenders on the step's
+    observations and returns the Meander defender's logits and value where the verdict names
+    Meander, else the B_line defender's (also before the verdict). Params:
+    ``{"params": {"b_line": ..., "meander": ...}}``. Play only: one step at a time.
+    """
+
+    b_line: nn.Module  # jaxrl.networks.ActorCritic of the B_line run
+    meander: nn.Module  # and of the Meander run
+
+    def __call__(self, hidden: GatedHidden, obs: jax.Array, is_first: jax.Array):
+        if obs.shape[0] != 1:
+            raise ValueError(f"RedGated plays one step at a time, got {obs.shape[0]}")
+        b_hidden, b_logits, b_value = self.b_line(hidden.b_line, obs, is_first)
+        m_hidden, m_logits, m_value = self.meander(hidden.meander, obs, is_first)
+        verdict = fingerprint.update_verdict(hidden.verdict, obs[0], is_first[0])
+        meander = (verdict == cyber_red.MEANDER_AGENT)[None]  # [1, N]
+        logits = jnp.where(meander[..., None], m_logits, b_logits)
+        value = jnp.where(meander, m_value, b_value)
+        return GatedHidden(b_line=b_hidden, meander=m_hidden, verdict=verdict), logits, value
+
+    def initial_hidden(self, batch: int) -> GatedHidden:
+        """Fresh carries of both defenders, no verdict."""
+        return GatedHidden(
+            b_line=self.b_line.initial_hidden(batch),
+            meander=self.meander.initial_hidden(batch),
+            verdict=jnp.full((batch,), fingerprint.UNDECIDED, jnp.int32),
+        )
+
+
+def _check_cage2_run(run_dir: str | Path) -> None:
+    """Refuse a run of another env before restoring it (ValueError)."""
+    if (Path(run_dir) / "config.yaml").is_file():
+        env_name = load_run_config(run_dir).env.name
+        if env_name != "CAGE2":
+            raise ValueError(f"{run_dir} trained {env_name}, not CAGE2")
+
+
+def load_pair(
+    b_line_run: str | Path, meander_run: str | Path
+) -> tuple[Setup, PolicyParams, int, str]:
+    """Two runs' latest policies as one :class:`RedGated` defender.
+
+    Returns ``(setup, policy, step, label)``: the B_line run's setup with the gated network,
+    the two policies' params under ``b_line`` and ``meander``, the B_line run's step, and a
+    label naming both runs and steps.
+
+    Raises:
+      CheckpointError: either is not a run directory, or has no checkpoint.
+      ValueError: either is not a CAGE2 run, has several members, normalises observations, or
+        does not see the extended observation the fingerprint reads.
+    """
+    loaded = {}
+    for red, run_dir in (("B_line", b_line_run), ("Meander", meander_run)):
+        _check_cage2_run(run_dir)
+        setup, policy, step = load_policy(run_dir)
+        if setup.members.count != 1:
+            raise ValueError(f"{run_dir} has {setup.members.count} members; pair single runs")
+        if setup.normalize_obs:
+            raise ValueError(f"{run_dir} normalises observations; the pair needs raw ones")
+        if setup.env_params.obs_mode != "extended":
+            raise ValueError(f"{run_dir} sees obs_mode={setup.env_params.obs_mode!r}, not extended")
+        loaded[red] = (run_dir, setup, policy, step)
+    (b_dir, b_setup, b_policy, b_step), (m_dir, m_setup, m_policy, m_step) = loaded.values()
+    gated = RedGated(b_line=b_setup.network, meander=m_setup.network)
+    setup = dataclasses.replace(
+        b_setup, network=gated, policy=dataclasses.replace(b_setup.policy, network=gated)
+    )
+    policy = PolicyParams(
+        params={"params": {"b_line": b_policy.params["params"],
+                           "meander": m_policy.params["params"]}},
+        obs_stats=b_policy.obs_stats,
+    )  # fmt: skip
+    label = f"B_line: {b_dir} (update {b_step}), Meander: {m_dir} (update {m_step})"
+    return setup, policy, b_step, label
+
+
 def evaluate_defender(
     run_dir: str | Path,
     episodes: int = 1000,
@@ -128,11 +234,39 @@ def evaluate_defender(
     """
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
-    if (Path(run_dir) / "config.yaml").is_file():  # refuse another env before restoring
-        env_name = load_run_config(run_dir).env.name
-        if env_name != "CAGE2":
-            raise ValueError(f"{run_dir} trained {env_name}, not CAGE2")
+    _check_cage2_run(run_dir)  # refuse another env before restoring
     setup, policy, step = load_policy(run_dir, step)
+    return play_cells(setup, policy, step, episodes, seed, deterministic)
+
+
+def evaluate_pair(
+    b_line_run: str | Path,
+    meander_run: str | Path,
+    episodes: int = 1000,
+    seed: int = 153,
+    deterministic: bool = True,
+) -> DefenderScores:
+    """Play a per-Red pair of runs (:func:`load_pair`) in every cell.
+
+    Raises:
+      CheckpointError, ValueError: as :func:`load_pair`, or ``episodes < 1``.
+    """
+    if episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    setup, policy, step, label = load_pair(b_line_run, meander_run)
+    (scores,) = play_cells(setup, policy, step, episodes, seed, deterministic)
+    return dataclasses.replace(scores, pair=label)
+
+
+def play_cells(
+    setup: Setup,
+    policy: PolicyParams,
+    step: int,
+    episodes: int,
+    seed: int,
+    deterministic: bool,
+) -> list[DefenderScores]:
+    """Every cell of ``policy`` (a leading member axis when the run has several members)."""
     members = setup.members
 
     def play(policy, env_params):  # -> [E] float32 returns (one member)
@@ -184,6 +318,7 @@ def report(scores: DefenderScores) -> str:
 
     lines = [
         (f"{scores.member}: " if scores.member else "")
+        + (f"{scores.pair}; " if scores.pair else "")
         + f"step {scores.step}, {scores.episodes} episodes a cell, seed {scores.seed}, "
         + ("deterministic" if scores.deterministic else "stochastic")
         + " actions",
@@ -222,20 +357,37 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.cyber_defender",
         description="A trained CAGE2 defender against the CAGE-2 leaderboard.",
     )
-    parser.add_argument("--run-dir", required=True, help="a CAGE2 run written by jaxrl.train")
+    parser.add_argument("--run-dir", help="a CAGE2 run written by jaxrl.train")
+    parser.add_argument("--b-line-run", help="with --meander-run: one defender per Red")
+    parser.add_argument("--meander-run", help="the Meander defender's run (with --b-line-run)")
     parser.add_argument("--episodes", type=int, default=1000, help="episodes a cell")
     parser.add_argument("--seed", type=int, default=153, help="evaluation seed (every cell)")
     parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
     parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
     parser.add_argument("--json", type=Path, help="also write the scores to this JSON file")
     args = parser.parse_args(argv)
+    pair = (args.b_line_run, args.meander_run)
+    paired = [run is not None for run in pair]
+    if (args.run_dir is not None) == any(paired) or any(paired) != all(paired):
+        print(
+            "error: give --run-dir, or --b-line-run with --meander-run (not both)", file=sys.stderr
+        )
+        return 1
+    if args.run_dir is None and args.step is not None:
+        print("error: --step needs --run-dir (a pair plays each run's latest)", file=sys.stderr)
+        return 1
     if args.json and not args.json.parent.is_dir():  # refuse before the evaluation, not after
         print(f"error: --json {args.json}: no directory {args.json.parent}", file=sys.stderr)
         return 1
     try:
-        results = evaluate_defender(
-            args.run_dir, args.episodes, args.seed, args.step, not args.stochastic
-        )
+        if args.run_dir is not None:
+            results = evaluate_defender(
+                args.run_dir, args.episodes, args.seed, args.step, not args.stochastic
+            )
+        else:
+            results = [
+                evaluate_pair(*pair, args.episodes, args.seed, deterministic=not args.stochastic)
+            ]
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -116,6 +118,88 @@ def test_bad_input_is_one_line(cage_run, tmp_path, capsys):
         (["--run-dir", str(cartpole)], "trained CartPole-v1, not CAGE2"),
         (["--run-dir", str(cage_run), "--episodes", "0"], "--episodes must be >= 1"),
         (["--run-dir", str(cage_run), "--json", str(tmp_path / "no" / "x.json")], "no directory"),
+    ]
+    for argv, message in cases:
+        assert cd.main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
+
+
+@pytest.fixture(scope="module")
+def other_run(tmp_path_factory):
+    """A second tiny CAGE2 run, another seed: other weights, the same shapes."""
+    run_dir = tmp_path_factory.mktemp("cage_other") / "run"
+    train(make_tiny_config(*TINY_CAGE, "seed=1", config="cage2.yaml"), run_dir, quiet=True)
+    return run_dir
+
+
+def _means(scores: cd.DefenderScores, red: str) -> list[float]:
+    return [c.mean for c in scores.cells if c.red == red]
+
+
+def test_a_pair_plays_each_reds_run_after_the_fingerprint(cage_run, other_run, scores):
+    same = cd.evaluate_pair(cage_run, cage_run, episodes=EPISODES, seed=153)
+    assert [c.mean for c in same.cells] == [c.mean for c in scores.cells]  # the gate is moot
+    assert "update 1" in same.pair and str(cage_run) in same.pair
+    # Against B_line the verdict is always B_line: the B_line run plays every step alone.
+    pair = cd.evaluate_pair(cage_run, other_run, episodes=EPISODES, seed=153)
+    assert _means(pair, "B_line") == _means(scores, "B_line")
+    assert str(other_run) in pair.pair
+
+
+def test_the_gated_network_switches_at_the_verdict():
+    spec = cd.RedGated(
+        b_line=_tiny_actor_critic(), meander=_tiny_actor_critic()
+    )  # two nets, one shape
+    hidden = spec.initial_hidden(2)
+    obs = jnp.zeros((1, 2, 79), jnp.float32).at[0, :, -1].set(0.03)  # step 3
+    obs = obs.at[0, 1, 52 + 9].set(0.5).at[0, 1, 52 + 10].set(1.0)  # row 1: two hosts touched
+    is_first = jnp.zeros((1, 2), bool)
+    variables = spec.init(jax.random.key(0), hidden, obs, is_first)
+    b_only = {"params": variables["params"]["b_line"]}
+    m_only = {"params": variables["params"]["meander"]}
+    hidden_out, logits, value = spec.apply(variables, hidden, obs, is_first)
+    assert hidden_out.verdict.tolist() == [1, 2]  # B_line, Meander
+    _, b_logits, b_value = _tiny_actor_critic().apply(b_only, hidden.b_line, obs, is_first)
+    _, m_logits, m_value = _tiny_actor_critic().apply(m_only, hidden.meander, obs, is_first)
+    np.testing.assert_array_equal(logits[0, 0], b_logits[0, 0])
+    np.testing.assert_array_equal(logits[0, 1], m_logits[0, 1])
+    assert value[0, 0] == b_value[0, 0] and value[0, 1] == m_value[0, 1]
+    assert not np.array_equal(b_logits[0, 1], m_logits[0, 1])  # the two nets do differ
+
+
+def _tiny_actor_critic():
+    from jaxrl.networks import ActorCritic  # noqa: PLC0415
+
+    return ActorCritic(
+        action_dim=145, discrete=True, hidden_sizes=(8,), shared_torso=True, core="gru",
+        core_size=8,
+    )  # fmt: skip
+
+
+def test_pair_bad_input_is_one_line(cage_run, tmp_path, capsys):
+    cases = [
+        (["--b-line-run", str(cage_run)], "--b-line-run with --meander-run"),
+        ([], "give --run-dir"),
+        (
+            [
+                "--run-dir",
+                str(cage_run),
+                "--b-line-run",
+                str(cage_run),
+                "--meander-run",
+                str(cage_run),
+            ],
+            "not both",
+        ),  # fmt: skip
+        (
+            ["--b-line-run", str(cage_run), "--meander-run", str(cage_run), "--step", "1"],
+            "--step needs --run-dir",
+        ),  # fmt: skip
+        (
+            ["--b-line-run", str(cage_run), "--meander-run", str(tmp_path / "nowhere")],
+            "is not a run directory",
+        ),  # fmt: skip
     ]
     for argv, message in cases:
         assert cd.main(argv) == 1

@@ -2,11 +2,12 @@
 
 ``Cage2`` (registered as ``CAGE2``) is the Blue defender's env; :mod:`envs.cyber.env` lists
 its rules and every simplification. :mod:`envs.cyber.red` holds B_line and Meander,
-:mod:`envs.cyber.blue` the scripted Blue baselines, :mod:`envs.cyber.tables` the scenario's
-static facts (hosts, action layout, services, decoys, rewards).
+:mod:`envs.cyber.blue` the scripted Blue baselines, :mod:`envs.cyber.fingerprint` which Red
+is attacking as Blue sees it, :mod:`envs.cyber.tables` the scenario's static facts (hosts,
+action layout, services, decoys, rewards).
 """
 
-from envs.cyber import blue, red, tables
+from envs.cyber import blue, fingerprint, red, tables
 from envs.cyber.env import (
     EXTENDED_DIM,
     REWARD_TERMS,
@@ -25,6 +26,7 @@ __all__ = [
     "EnvParams",
     "EnvState",
     "blue",
+    "fingerprint",
     "observe",
     "red",
     "tables",
