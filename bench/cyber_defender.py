@@ -194,8 +194,8 @@ def load_pair(
       ValueError: either is not a CAGE2 run, has several members, normalises observations, or
         does not see the extended observation the fingerprint reads.
     """
-    loaded = {}
-    for red, run_dir in (("B_line", b_line_run), ("Meander", meander_run)):
+
+    def specialist(run_dir):  # -> (setup, policy, step) of one single-member CAGE2 run
         _check_cage2_run(run_dir)
         setup, policy, step = load_policy(run_dir)
         if setup.members.count != 1:
@@ -204,8 +204,10 @@ def load_pair(
             raise ValueError(f"{run_dir} normalises observations; the pair needs raw ones")
         if setup.env_params.obs_mode != "extended":
             raise ValueError(f"{run_dir} sees obs_mode={setup.env_params.obs_mode!r}, not extended")
-        loaded[red] = (run_dir, setup, policy, step)
-    (b_dir, b_setup, b_policy, b_step), (m_dir, m_setup, m_policy, m_step) = loaded.values()
+        return setup, policy, step
+
+    b_setup, b_policy, b_step = specialist(b_line_run)
+    m_setup, m_policy, m_step = specialist(meander_run)
     gated = RedGated(b_line=b_setup.network, meander=m_setup.network)
     setup = dataclasses.replace(
         b_setup, network=gated, policy=dataclasses.replace(b_setup.policy, network=gated)
@@ -215,7 +217,7 @@ def load_pair(
                            "meander": m_policy.params["params"]}},
         obs_stats=b_policy.obs_stats,
     )  # fmt: skip
-    label = f"B_line: {b_dir} (update {b_step}), Meander: {m_dir} (update {m_step})"
+    label = f"B_line: {b_line_run} (update {b_step}), Meander: {meander_run} (update {m_step})"
     return setup, policy, b_step, label
 
 
