@@ -134,8 +134,9 @@ def init_runner_state(
 def init_exploiters(
     spec: exploiters.ExploiterSpec, key: jax.Array, hyper: Hyper, params
 ) -> exploiters.ExploiterState:
-    """The exploiters at the start of a run: each starts from the learner's initial params
-    (and a fresh optimiser state and normaliser), with its own envs and key."""
+    """The exploiters at the start of a run: the learner's initial params, a fresh optimiser
+    state and normaliser, their own envs and key. Their first update replaces the weights
+    with the main agent's (:func:`jaxrl.league.exploiters.start_fresh`)."""
     keys = jax.random.split(key, spec.count)
     del key
     learners = jax.vmap(lambda k: init_runner_state(spec.setup, k, hyper, params))(keys)
@@ -157,7 +158,13 @@ def exploiter_update(
     state = before.features[exploiters.EXPLOITERS]
     target = PolicyParams(params=before.params, obs_stats=before.obs_stats)
     learners = exploiters.aim(state.learners, target)
-    train = jax.vmap(lambda r: update(spec.setup, r))
+    start = exploiters.Learner(
+        params=before.params, opt_state=before.opt_state, obs_stats=before.obs_stats
+    )
+
+    def train(learners):  # their first update starts from the main agent's weights
+        return jax.vmap(lambda r: update(spec.setup, r))(exploiters.start_fresh(learners, start))
+
     if spec.active_stages is None:
         active = True
         learners, packed = train(learners)
