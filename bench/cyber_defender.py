@@ -2,7 +2,9 @@
 
     python -m bench.cyber_defender --run-dir DIR [--episodes 1000] [--seed 153] [--step S]
                                    [--stochastic] [--json FILE]
-    python -m bench.cyber_defender --b-line-run DIR --meander-run DIR [...]
+    python -m bench.cyber_defender --run-dir DIR,DIR[,...] [...]
+    python -m bench.cyber_defender --b-line-run DIR[,...] --meander-run DIR[,...] [...]
+    python -m bench.cyber_defender ... --opening 51,116   # Blue's first actions scripted
 
 Plays the run's policy (deterministic: the mode of each action distribution) in the twelve
 cells of the challenge's evaluation: Red B_line and Meander, 30, 50 and 100 steps, with CybORG
@@ -18,12 +20,23 @@ targets). The leaderboard has no fixed-bugs column: those scores are reported, n
 A run with several members (``train.num_seeds``, sweeps) is evaluated member by member in the
 same program (vmapped).
 
+Several runs in one ``--run-dir`` (commas) play as one *ensemble* defender, as the
+leaderboard's second entry did (its ensembles, not its single PPO, made its B_line 100 score):
+each network keeps its own recurrent state and sees every observation, and Blue's action
+distribution is the mean of their action probabilities (:class:`Ensemble`; deterministic play
+takes its mode). The runs must each have one member and see the same observation.
+
 ``--b-line-run`` and ``--meander-run`` play one defender per Red instead, as the leaderboard's
 first two entries did: both networks see every observation (each with its own recurrent
 state), and :func:`envs.cyber.fingerprint.update_verdict` picks whose action Blue takes: the
 B_line run's until the observation of step 3 tells the Reds apart, then the run of the Red it
 names, for the rest of the episode (:class:`RedGated`). Each run is typically trained on its
-own Red (``env.kwargs.red_agent=1`` or ``2``).
+own Red (``env.kwargs.red_agent=1`` or ``2``). Either side may itself be an ensemble (commas).
+
+``--opening A,B,...`` scripts Blue's first actions of every episode (CybORG's action indices;
+CardiffUni opened with ``51,116,55``: Femitter and Tomcat decoys on User2, Haraka on
+Enterprise0), then the defender plays on (:class:`Opening`); the defender sees every
+observation from the first, so its recurrent state is the one it would have had.
 
 Exits 0 once every cell is played, whatever the verdict; 1 with one line on bad input (not a
 run directory, not a CAGE2 run, a bad step or episode count, an unusable pair of runs).
@@ -35,6 +48,7 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +61,7 @@ from flax import struct
 from bench.cyber_fidelity import LENGTHS, RED_INDEX
 from envs.cyber import fingerprint
 from envs.cyber import red as cyber_red
+from envs.cyber import tables as cyber_tables
 from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import CheckpointError
 from jaxrl.config import ConfigError, load_run_config
@@ -103,7 +118,10 @@ class DefenderScores:
     deterministic: bool
     cells: tuple[Cell, ...]  # bugs x red x length, in BUGS, REDS, LENGTHS order
     member: str | None = None  # the member's name in a run with several members
-    pair: str | None = None  # a per-Red pair of runs: "B_line: DIR (update S), Meander: ..."
+    # several runs played as one defender (an ensemble, a per-Red pair): their dirs and updates,
+    # e.g. "B_line: DIR (update S), Meander: DIR (update S)"
+    runs: str | None = None
+    opening: tuple[int, ...] = ()  # Blue's scripted first actions (--opening), if any
 
     def cell(self, bugs: str, red: str, length: int) -> Cell:
         """The cell of one bug setting, Red agent and episode length."""
@@ -172,6 +190,114 @@ class RedGated(nn.Module):
         )
 
 
+class EnsembleHidden(struct.PyTreeNode):
+    """The recurrent state of an :class:`Ensemble`: each network's own carry."""
+
+    members: tuple  # per network, in the ensemble's order, its carry for N env rows
+
+
+class Ensemble(nn.Module):
+    """Several defenders as one network: the mean of their action probabilities.
+
+    ``__call__(hidden, obs [L, N, D], is_first [L, N])`` runs every network on the same
+    observations, each with its own carry, and returns ``log(mean_k softmax(logits_k))``
+    ``[L, N, A]`` float32 as the logits (their mode is the most probable action of the mixture,
+    and sampling them samples it) and the mean value ``[L, N]`` float32. Params:
+    ``{"params": {"members_0": ..., "members_1": ..., ...}}``.
+    """
+
+    members: tuple[nn.Module, ...]  # jaxrl.networks.ActorCritic of each run (discrete)
+
+    def __call__(self, hidden: EnsembleHidden, obs: jax.Array, is_first: jax.Array):
+        outputs = [
+            network(carry, obs, is_first)
+            for network, carry in zip(self.members, hidden.members, strict=True)
+        ]
+        log_probs = jnp.stack(
+            [jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1) for _, logits, _ in outputs]
+        )  # [K, L, N, A]
+        logits = jax.nn.logsumexp(log_probs, axis=0) - jnp.log(float(len(outputs)))
+        value = jnp.mean(jnp.stack([v.astype(jnp.float32) for _, _, v in outputs]), axis=0)
+        return EnsembleHidden(members=tuple(carry for carry, _, _ in outputs)), logits, value
+
+    def initial_hidden(self, batch: int) -> EnsembleHidden:
+        """Every network's fresh carry."""
+        return EnsembleHidden(members=tuple(net.initial_hidden(batch) for net in self.members))
+
+
+class OpeningHidden(struct.PyTreeNode):
+    """The recurrent state of :class:`Opening` for ``N`` env rows."""
+
+    inner: Any  # the defender's own carry
+    step: jax.Array  # [N] int32, steps played in the episode so far
+
+
+class Opening(nn.Module):
+    """A defender whose first ``len(actions)`` actions of every episode are scripted.
+
+    ``__call__(hidden, obs [1, N, D], is_first [1, N])`` runs the defender (so its carry moves
+    as in its own play) and, while the episode's step is below ``len(actions)``, returns
+    logits ``[1, N, A]`` float32 that put all the probability on that step's scripted action
+    (log-probabilities 0 and -1e9: its mode, and every sample); afterwards the defender's own.
+    Params: ``{"params": {"network": ...}}``. Play only: one step at a time.
+    """
+
+    network: nn.Module  # the defender (a run's network, an Ensemble, a RedGated pair)
+    actions: tuple[int, ...]  # CybORG Blue action indices, in [0, 145)
+
+    def __call__(self, hidden: OpeningHidden, obs: jax.Array, is_first: jax.Array):
+        if obs.shape[0] != 1:
+            raise ValueError(f"Opening plays one step at a time, got {obs.shape[0]}")
+        inner, logits, value = self.network(hidden.inner, obs, is_first)
+        step = jnp.where(is_first[0], 0, hidden.step)  # [N]
+        scripted = jnp.asarray(self.actions, jnp.int32)[jnp.minimum(step, len(self.actions) - 1)]
+        forced = jnp.where(
+            jax.nn.one_hot(scripted, logits.shape[-1], dtype=jnp.bool_), 0.0, -1e9
+        )  # [N, A]
+        logits = jnp.where(
+            (step < len(self.actions))[None, :, None], forced[None], logits.astype(jnp.float32)
+        )
+        return OpeningHidden(inner=inner, step=step + 1), logits, value
+
+    def initial_hidden(self, batch: int) -> OpeningHidden:
+        """The defender's fresh carry, no step played."""
+        return OpeningHidden(
+            inner=self.network.initial_hidden(batch), step=jnp.zeros((batch,), jnp.int32)
+        )
+
+
+def with_opening(
+    setup: Setup, policy: PolicyParams, actions: Sequence[int]
+) -> tuple[Setup, PolicyParams]:
+    """``setup`` and ``policy`` with Blue's first ``actions`` scripted (:class:`Opening`).
+
+    Raises:
+      ValueError: no action, or one outside ``[0, 145)``.
+    """
+    actions = tuple(int(a) for a in actions)
+    if not actions or not all(0 <= a < cyber_tables.NUM_ACTIONS for a in actions):
+        raise ValueError(
+            f"--opening needs actions in [0, {cyber_tables.NUM_ACTIONS}), got {list(actions)}"
+        )
+    opening = Opening(network=setup.network, actions=actions)
+    setup = dataclasses.replace(
+        setup, network=opening, policy=dataclasses.replace(setup.policy, network=opening)
+    )
+    params = {"params": {"network": policy.params["params"]}}
+    return setup, PolicyParams(params=params, obs_stats=policy.obs_stats)
+
+
+def parse_opening(text: str) -> tuple[int, ...]:
+    """``--opening``'s comma-separated action indices (ValueError naming the option)."""
+    try:
+        actions = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(f"--opening takes action indices like 51,116, got {text!r}") from None
+    if not all(0 <= a < cyber_tables.NUM_ACTIONS for a in actions):
+        raise ValueError(f"--opening needs actions in [0, {cyber_tables.NUM_ACTIONS}), got {text}")
+    return actions
+
+
 def _check_cage2_run(run_dir: str | Path) -> None:
     """Refuse a run of another env before restoring it (ValueError)."""
     if (Path(run_dir) / "config.yaml").is_file():
@@ -180,34 +306,84 @@ def _check_cage2_run(run_dir: str | Path) -> None:
             raise ValueError(f"{run_dir} trained {env_name}, not CAGE2")
 
 
-def load_pair(
-    b_line_run: str | Path, meander_run: str | Path
-) -> tuple[Setup, PolicyParams, int, str]:
-    """Two runs' latest policies as one :class:`RedGated` defender.
+def as_runs(runs: str | Path | Sequence[str | Path]) -> list[Path]:
+    """One run, several, or a comma-separated list of them, as paths."""
+    if isinstance(runs, (str, Path)):
+        runs = str(runs).split(",")
+    paths = [Path(run) for run in runs if str(run)]
+    if not paths:
+        raise ValueError("no run directory given")
+    return paths
 
-    Returns ``(setup, policy, step, label)``: the B_line run's setup with the gated network,
-    the two policies' params under ``b_line`` and ``meander``, the B_line run's step, and a
-    label naming both runs and steps.
+
+def load_defender(
+    runs: str | Path | Sequence[str | Path], fingerprint_obs: bool = False
+) -> tuple[Setup, PolicyParams, int, str]:
+    """One run's latest policy, or several runs' as one :class:`Ensemble`.
+
+    Returns ``(setup, policy, step, label)``: the first run's setup with the (ensemble)
+    network, the params (an ensemble's under ``members_<k>``), the first run's step, and a
+    label naming each run and its step.
 
     Raises:
-      CheckpointError: either is not a run directory, or has no checkpoint.
-      ValueError: either is not a CAGE2 run, has several members, normalises observations, or
-        does not see the extended observation the fingerprint reads.
+      CheckpointError: a run is not a run directory, or has no checkpoint.
+      ValueError: a run is not a CAGE2 run, has several members, normalises observations, sees
+        another observation than the first, or (``fingerprint_obs``) does not see the
+        extended observation the Red fingerprint reads.
     """
-
-    def specialist(run_dir):  # -> (setup, policy, step) of one single-member CAGE2 run
+    paths = as_runs(runs)
+    loaded = []  # (setup, policy, step) per run
+    for run_dir in paths:
         _check_cage2_run(run_dir)
         setup, policy, step = load_policy(run_dir)
         if setup.members.count != 1:
-            raise ValueError(f"{run_dir} has {setup.members.count} members; pair single runs")
-        if setup.normalize_obs:
-            raise ValueError(f"{run_dir} normalises observations; the pair needs raw ones")
-        if setup.env_params.obs_mode != "extended":
-            raise ValueError(f"{run_dir} sees obs_mode={setup.env_params.obs_mode!r}, not extended")
-        return setup, policy, step
+            raise ValueError(f"{run_dir} has {setup.members.count} members; give single runs")
+        if setup.normalize_obs and (len(paths) > 1 or fingerprint_obs):
+            raise ValueError(f"{run_dir} normalises observations; combined runs need raw ones")
+        mode = setup.env_params.obs_mode
+        if fingerprint_obs and mode != "extended":
+            raise ValueError(f"{run_dir} sees obs_mode={mode!r}, not extended")
+        if loaded:
+            first = loaded[0][0]
+            if (mode, setup.obs_shape) != (first.env_params.obs_mode, first.obs_shape):
+                raise ValueError(
+                    f"{run_dir} sees obs_mode={mode!r} {setup.obs_shape}, the first run "
+                    f"{first.env_params.obs_mode!r} {first.obs_shape}"
+                )
+        loaded.append((setup, policy, step))
+    label = ", ".join(
+        f"{run} (update {step})" for run, (_, _, step) in zip(paths, loaded, strict=True)
+    )
+    setup, policy, step = loaded[0]
+    if len(loaded) == 1:
+        return setup, policy, step, label
+    ensemble = Ensemble(members=tuple(s.network for s, _, _ in loaded))
+    setup = dataclasses.replace(
+        setup, network=ensemble, policy=dataclasses.replace(setup.policy, network=ensemble)
+    )
+    params = {f"members_{k}": p.params["params"] for k, (_, p, _) in enumerate(loaded)}
+    return setup, PolicyParams(params={"params": params}, obs_stats=policy.obs_stats), step, label
 
-    b_setup, b_policy, b_step = specialist(b_line_run)
-    m_setup, m_policy, m_step = specialist(meander_run)
+
+def load_pair(
+    b_line_runs: str | Path | Sequence[str | Path],
+    meander_runs: str | Path | Sequence[str | Path],
+) -> tuple[Setup, PolicyParams, int, str]:
+    """Two defenders (each one run or an ensemble, :func:`load_defender`) as one
+    :class:`RedGated` defender.
+
+    Returns ``(setup, policy, step, label)``: the B_line side's setup with the gated network,
+    the two sides' params under ``b_line`` and ``meander``, the B_line side's step, and a
+    label naming both sides' runs and steps.
+
+    Raises:
+      CheckpointError, ValueError: as :func:`load_defender` (the extended observation
+        required), or the two sides see different observations.
+    """
+    b_setup, b_policy, b_step, b_label = load_defender(b_line_runs, fingerprint_obs=True)
+    m_setup, m_policy, _, m_label = load_defender(meander_runs, fingerprint_obs=True)
+    if b_setup.obs_shape != m_setup.obs_shape:
+        raise ValueError(f"the pair sees observations {b_setup.obs_shape} and {m_setup.obs_shape}")
     gated = RedGated(b_line=b_setup.network, meander=m_setup.network)
     setup = dataclasses.replace(
         b_setup, network=gated, policy=dataclasses.replace(b_setup.policy, network=gated)
@@ -217,8 +393,7 @@ def load_pair(
                            "meander": m_policy.params["params"]}},
         obs_stats=b_policy.obs_stats,
     )  # fmt: skip
-    label = f"B_line: {b_line_run} (update {b_step}), Meander: {meander_run} (update {m_step})"
-    return setup, policy, b_step, label
+    return setup, policy, b_step, f"B_line: {b_label}; Meander: {m_label}"
 
 
 def evaluate_defender(
@@ -227,6 +402,7 @@ def evaluate_defender(
     seed: int = 153,
     step: int | None = None,
     deterministic: bool = True,
+    opening: Sequence[int] = (),
 ) -> list[DefenderScores]:
     """Play the run's policy in every cell; one :class:`DefenderScores` per member.
 
@@ -238,26 +414,55 @@ def evaluate_defender(
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
     _check_cage2_run(run_dir)  # refuse another env before restoring
     setup, policy, step = load_policy(run_dir, step)
-    return play_cells(setup, policy, step, episodes, seed, deterministic)
+    if opening:
+        if setup.members.count != 1:
+            raise ValueError(f"--opening plays single runs; {run_dir} has several members")
+        setup, policy = with_opening(setup, policy, opening)
+    scores = play_cells(setup, policy, step, episodes, seed, deterministic)
+    return [dataclasses.replace(s, opening=tuple(opening)) for s in scores]
 
 
-def evaluate_pair(
-    b_line_run: str | Path,
-    meander_run: str | Path,
+def evaluate_ensemble(
+    runs: str | Path | Sequence[str | Path],
     episodes: int = 1000,
     seed: int = 153,
     deterministic: bool = True,
+    opening: Sequence[int] = (),
 ) -> DefenderScores:
-    """Play a per-Red pair of runs (:func:`load_pair`) in every cell.
+    """Play several runs as one :class:`Ensemble` (:func:`load_defender`) in every cell.
+
+    Raises:
+      CheckpointError, ValueError: as :func:`load_defender`, or ``episodes < 1``.
+    """
+    if episodes < 1:
+        raise ValueError(f"--episodes must be >= 1, got {episodes}")
+    setup, policy, step, label = load_defender(runs)
+    if opening:
+        setup, policy = with_opening(setup, policy, opening)
+    (scores,) = play_cells(setup, policy, step, episodes, seed, deterministic)
+    return dataclasses.replace(scores, runs=label, opening=tuple(opening))
+
+
+def evaluate_pair(
+    b_line_runs: str | Path | Sequence[str | Path],
+    meander_runs: str | Path | Sequence[str | Path],
+    episodes: int = 1000,
+    seed: int = 153,
+    deterministic: bool = True,
+    opening: Sequence[int] = (),
+) -> DefenderScores:
+    """Play a per-Red pair of defenders (:func:`load_pair`) in every cell.
 
     Raises:
       CheckpointError, ValueError: as :func:`load_pair`, or ``episodes < 1``.
     """
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
-    setup, policy, step, label = load_pair(b_line_run, meander_run)
+    setup, policy, step, label = load_pair(b_line_runs, meander_runs)
+    if opening:
+        setup, policy = with_opening(setup, policy, opening)
     (scores,) = play_cells(setup, policy, step, episodes, seed, deterministic)
-    return dataclasses.replace(scores, pair=label)
+    return dataclasses.replace(scores, runs=label, opening=tuple(opening))
 
 
 def play_cells(
@@ -320,7 +525,8 @@ def report(scores: DefenderScores) -> str:
 
     lines = [
         (f"{scores.member}: " if scores.member else "")
-        + (f"{scores.pair}; " if scores.pair else "")
+        + (f"{scores.runs}; " if scores.runs else "")
+        + (f"opening {','.join(map(str, scores.opening))}; " if scores.opening else "")
         + f"step {scores.step}, {scores.episodes} episodes a cell, seed {scores.seed}, "
         + ("deterministic" if scores.deterministic else "stochastic")
         + " actions",
@@ -359,14 +565,21 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.cyber_defender",
         description="A trained CAGE2 defender against the CAGE-2 leaderboard.",
     )
-    parser.add_argument("--run-dir", help="a CAGE2 run written by jaxrl.train")
-    parser.add_argument("--b-line-run", help="with --meander-run: one defender per Red")
-    parser.add_argument("--meander-run", help="the Meander defender's run (with --b-line-run)")
+    parser.add_argument(
+        "--run-dir", help="a CAGE2 run written by jaxrl.train (DIR,DIR,...: an ensemble)"
+    )
+    parser.add_argument(
+        "--b-line-run", help="with --meander-run: one defender per Red (DIR,...: an ensemble)"
+    )
+    parser.add_argument("--meander-run", help="the Meander defender's run(s) (with --b-line-run)")
     parser.add_argument("--episodes", type=int, default=1000, help="episodes a cell")
     parser.add_argument("--seed", type=int, default=153, help="evaluation seed (every cell)")
     parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
     parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
     parser.add_argument("--json", type=Path, help="also write the scores to this JSON file")
+    parser.add_argument(
+        "--opening", help="Blue's first actions of every episode, scripted: A,B,... (0-144)"
+    )
     args = parser.parse_args(argv)
     pair = (args.b_line_run, args.meander_run)
     paired = [run is not None for run in pair]
@@ -375,21 +588,29 @@ def main(argv: list[str] | None = None) -> int:
             "error: give --run-dir, or --b-line-run with --meander-run (not both)", file=sys.stderr
         )
         return 1
-    if args.run_dir is None and args.step is not None:
-        print("error: --step needs --run-dir (a pair plays each run's latest)", file=sys.stderr)
+    ensemble = args.run_dir is not None and "," in args.run_dir
+    if args.step is not None and (args.run_dir is None or ensemble):
+        print(
+            "error: --step needs one --run-dir (combined runs play their latest)", file=sys.stderr
+        )
+        return 1
+    try:
+        opening = parse_opening(args.opening) if args.opening is not None else ()
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 1
     if args.json and not args.json.parent.is_dir():  # refuse before the evaluation, not after
         print(f"error: --json {args.json}: no directory {args.json.parent}", file=sys.stderr)
         return 1
+    play = {"episodes": args.episodes, "seed": args.seed, "deterministic": not args.stochastic,
+            "opening": opening}  # fmt: skip
     try:
-        if args.run_dir is not None:
-            results = evaluate_defender(
-                args.run_dir, args.episodes, args.seed, args.step, not args.stochastic
-            )
+        if ensemble:
+            results = [evaluate_ensemble(args.run_dir, **play)]
+        elif args.run_dir is not None:
+            results = evaluate_defender(args.run_dir, step=args.step, **play)
         else:
-            results = [
-                evaluate_pair(*pair, args.episodes, args.seed, deterministic=not args.stochastic)
-            ]
+            results = [evaluate_pair(*pair, **play)]
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import jax
 import jax.numpy as jnp
@@ -140,11 +141,11 @@ def _means(scores: cd.DefenderScores, red: str) -> list[float]:
 def test_a_pair_plays_each_reds_run_after_the_fingerprint(cage_run, other_run, scores):
     same = cd.evaluate_pair(cage_run, cage_run, episodes=EPISODES, seed=153)
     assert [c.mean for c in same.cells] == [c.mean for c in scores.cells]  # the gate is moot
-    assert "update 1" in same.pair and str(cage_run) in same.pair
+    assert "update 1" in same.runs and str(cage_run) in same.runs
     # Against B_line the verdict is always B_line: the B_line run plays every step alone.
     pair = cd.evaluate_pair(cage_run, other_run, episodes=EPISODES, seed=153)
     assert _means(pair, "B_line") == _means(scores, "B_line")
-    assert str(other_run) in pair.pair
+    assert str(other_run) in pair.runs
 
 
 def test_the_gated_network_switches_at_the_verdict():
@@ -194,7 +195,7 @@ def test_pair_bad_input_is_one_line(cage_run, tmp_path, capsys):
         ),  # fmt: skip
         (
             ["--b-line-run", str(cage_run), "--meander-run", str(cage_run), "--step", "1"],
-            "--step needs --run-dir",
+            "--step needs one --run-dir",
         ),  # fmt: skip
         (
             ["--b-line-run", str(cage_run), "--meander-run", str(tmp_path / "nowhere")],
@@ -203,5 +204,153 @@ def test_pair_bad_input_is_one_line(cage_run, tmp_path, capsys):
     ]
     for argv, message in cases:
         assert cd.main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
+
+
+def test_an_ensemble_plays_the_mean_of_its_networks_action_probabilities():
+    nets = (_tiny_actor_critic(), _tiny_actor_critic(), _tiny_actor_critic())
+    ensemble = cd.Ensemble(members=nets)
+    hidden = ensemble.initial_hidden(2)
+    obs = jax.random.uniform(jax.random.key(1), (1, 2, 79))
+    is_first = jnp.asarray([[True, False]])
+    variables = ensemble.init(jax.random.key(0), hidden, obs, is_first)
+    assert sorted(variables["params"]) == ["members_0", "members_1", "members_2"]
+    carries, logits, value = ensemble.apply(variables, hidden, obs, is_first)
+    probs, values = [], []
+    for k, net in enumerate(nets):
+        own = {"params": variables["params"][f"members_{k}"]}
+        carry, net_logits, net_value = net.apply(own, hidden.members[k], obs, is_first)
+        np.testing.assert_array_equal(carries.members[k], carry)  # each keeps its own state
+        probs.append(np.asarray(jax.nn.softmax(net_logits.astype(jnp.float32))))
+        values.append(np.asarray(net_value, np.float32))
+    assert logits.shape == (1, 2, 145) and logits.dtype == jnp.float32
+    np.testing.assert_allclose(np.exp(logits), np.mean(probs, axis=0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(value, np.mean(values, axis=0), rtol=1e-6)
+    assert not np.allclose(probs[0], probs[1])  # the networks do differ
+
+
+def test_an_ensemble_of_one_run_twice_plays_as_the_run(cage_run, other_run, scores):
+    twice = cd.evaluate_ensemble(f"{cage_run},{cage_run}", episodes=EPISODES, seed=153)
+    assert [c.mean for c in twice.cells] == [c.mean for c in scores.cells]
+    assert twice.runs.count(f"{cage_run} (update 1)") == 2
+    # Either side of a pair may be an ensemble: against B_line only the B_line side plays.
+    pair = cd.evaluate_pair([cage_run, cage_run], other_run, episodes=EPISODES, seed=153)
+    assert _means(pair, "B_line") == _means(scores, "B_line")
+
+
+def test_ensemble_cli_and_bad_input(cage_run, tmp_path, capsys):
+    path = tmp_path / "ensemble.json"
+    runs = f"{cage_run},{cage_run}"
+    argv = ["--run-dir", runs, "--episodes", str(EPISODES), "--json", str(path)]
+    assert cd.main(argv) == 0
+    assert f"{cage_run} (update 1), {cage_run} (update 1)" in capsys.readouterr().out
+    assert json.loads(path.read_text())["runs"].count(str(cage_run)) == 2
+    cartpole = tmp_path / "cartpole"
+    cartpole.mkdir()
+    save_config(make_tiny_config(), cartpole / "config.yaml")
+    cases = [
+        (["--run-dir", runs, "--step", "1"], "--step needs one --run-dir"),
+        (["--run-dir", f"{cage_run},{cartpole}"], "trained CartPole-v1, not CAGE2"),
+        (["--run-dir", f"{cage_run},{tmp_path / 'nowhere'}"], "is not a run directory"),
+        (["--b-line-run", runs, "--meander-run", f"{cage_run},{cartpole}"], "not CAGE2"),
+    ]
+    for argv, message in cases:
+        assert cd.main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
+
+
+def test_combined_runs_refuse_what_they_cannot_mix(cage_run, monkeypatch):
+    """Runs a combined defender cannot mix are refused by name (the loader stubbed with
+    variants of the tiny run's setup)."""
+    from jaxrl.play import load_policy  # noqa: PLC0415
+
+    setup, policy, step = load_policy(cage_run)
+    config = setup.config
+    normalised = dataclasses.replace(
+        config, env=dataclasses.replace(config.env, normalize_obs=True)
+    )
+    variants = {
+        "many": dataclasses.replace(
+            setup, members=dataclasses.replace(setup.members, names=("seed0", "seed1"))
+        ),
+        "normalised": dataclasses.replace(setup, config=normalised),
+        "narrow": dataclasses.replace(setup, obs_shape=(52,)),
+        "plain": setup,
+    }
+    monkeypatch.setattr(cd, "_check_cage2_run", lambda run_dir: None)
+    monkeypatch.setattr(cd, "load_policy", lambda run_dir: (variants[str(run_dir)], policy, step))
+    cases = [
+        ("plain,many", "many has 2 members"),
+        ("plain,normalised", "normalised normalises observations"),
+        ("plain,narrow", "narrow sees obs_mode='extended' (52,), the first run 'extended'"),
+    ]
+    for runs, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            cd.load_defender(runs)
+    assert cd.load_defender("plain,plain")[3] == "plain (update 1), plain (update 1)"
+    with pytest.raises(ValueError, match="normalises observations"):  # the fingerprint's too
+        cd.load_pair("normalised", "plain")
+
+
+def test_an_opening_scripts_the_first_actions_then_hands_over():
+    net = _tiny_actor_critic()
+    opening = cd.Opening(network=net, actions=(51, 116))
+    hidden = opening.initial_hidden(2)
+    obs = jax.random.uniform(jax.random.key(2), (1, 2, 79))
+    variables = opening.init(jax.random.key(0), hidden, obs, jnp.ones((1, 2), bool))
+    own = {"params": variables["params"]["network"]}
+    own_hidden = net.initial_hidden(2)
+    # Row 1 starts its episode one step later than row 0 (its first step is a reset).
+    firsts = [[True, False], [False, True], [False, False], [False, False]]
+    for t, first in enumerate(firsts):
+        is_first = jnp.asarray([first])
+        hidden, logits, value = opening.apply(variables, hidden, obs, is_first)
+        own_hidden, own_logits, own_value = net.apply(own, own_hidden, obs, is_first)
+        np.testing.assert_array_equal(hidden.inner, own_hidden)  # the defender's carry moves
+        np.testing.assert_array_equal(value, own_value)
+        steps = [t, t - 1] if t >= 1 else [0, 0]  # row 1: the episode step after its reset
+        for row, step in enumerate(steps):
+            if step < 2:
+                assert int(jnp.argmax(logits[0, row])) == (51, 116)[step]
+                assert float(jax.nn.logsumexp(logits[0, row])) == pytest.approx(0.0, abs=1e-6)
+            else:
+                np.testing.assert_array_equal(logits[0, row], own_logits[0, row])
+
+
+def _first_action(run_dir) -> int:
+    """The run's deterministic first action: every episode starts from the same observation."""
+    from jaxrl.play import load_policy  # noqa: PLC0415
+
+    setup, policy, _ = load_policy(run_dir)
+    obs, _ = setup.env.reset(jax.random.key(0), setup.env_params)
+    network = setup.network
+    _, logits, _ = network.apply(
+        policy.params, network.initial_hidden(1), obs[None, None], jnp.ones((1, 1), bool)
+    )
+    return int(jnp.argmax(logits[0, 0]))
+
+
+def test_an_opening_of_the_defenders_own_first_action_changes_nothing(cage_run, scores):
+    first = _first_action(cage_run)
+    (same,) = cd.evaluate_defender(cage_run, episodes=EPISODES, seed=153, opening=(first,))
+    assert [c.mean for c in same.cells] == [c.mean for c in scores.cells]
+    assert same.opening == (first,)
+    # Two Restores of a host Red has not reached cost 1 each (not the defender's own opening).
+    restore = 134 if first == 133 else 133
+    opening = (restore, restore)
+    (moved,) = cd.evaluate_defender(cage_run, episodes=EPISODES, seed=153, opening=opening)
+    assert [c.mean for c in moved.cells] != [c.mean for c in scores.cells]
+
+
+def test_opening_cli_and_bad_input(cage_run, tmp_path, capsys):
+    path = tmp_path / "opening.json"
+    argv = ["--run-dir", str(cage_run), "--episodes", str(EPISODES), "--opening", "51,116"]
+    assert cd.main([*argv, "--json", str(path)]) == 0
+    assert "opening 51,116;" in capsys.readouterr().out
+    assert json.loads(path.read_text())["opening"] == [51, 116]
+    for text, message in (("51,x", "action indices like 51,116"), ("145", "[0, 145)")):
+        assert cd.main(["--run-dir", str(cage_run), "--opening", text]) == 1
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
