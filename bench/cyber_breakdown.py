@@ -1,0 +1,276 @@
+"""Where a CAGE2 defender loses its score: reward terms, hosts, and Blue's actions, per cell.
+
+    python -m bench.cyber_breakdown --run-dir DIR[,DIR...] [--red B_line] [--length 100]
+                                    [--episodes 500] [--seed 153] [--fix-bugs]
+                                    [--stochastic] [--json FILE]
+
+Plays the defender (one run, or several as a :class:`bench.cyber_defender.Ensemble`) for
+``--episodes`` vmapped episodes of one evaluation cell (Red agent, episode length, bug
+setting; GreenAgent off) and reports, per episode on average:
+
+- the return and its three reward terms (``access``, ``impact``, ``restore``);
+- per host, the steps Red held a shell there, the steps the reward counted it (root/SYSTEM,
+  or with ``--fix-bugs`` any shell) and what that cost (the host's value per counted step:
+  these costs sum to the ``access`` term);
+- Blue's actions by kind, and the hosts of its Analyse, Remove and Restore actions;
+- the step Red first held a counted shell on a user host (User1-4, the foothold), and Blue's
+  most frequent actions in the first steps.
+
+Deterministic (the mode of each action distribution) unless ``--stochastic``. Exits 0 with
+the report; 1 with one line on bad input (as ``bench.cyber_defender``, or an unknown Red, a
+length below 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from bench.cyber_defender import REDS, load_defender
+from envs.cyber import env as cyber_env
+from envs.cyber import tables as tb
+from jaxrl.acting import PolicyParams, act
+from jaxrl.checkpoint import CheckpointError
+from jaxrl.config import ConfigError
+from jaxrl.play import play_params
+from jaxrl.setup import Setup
+
+KIND_NAMES = ("sleep", "monitor", "analyse", "remove", "decoy", "restore")
+KIND_FIRST = np.array([tb.SLEEP, tb.MONITOR, tb.ANALYSE, tb.REMOVE, tb.DECOY, tb.RESTORE])
+USER_HOSTS = (tb.USER1, tb.USER2, tb.USER3, tb.USER4)
+OPENING_STEPS = 4  # steps whose most frequent actions are reported
+
+
+@dataclasses.dataclass(frozen=True)
+class HostCost:
+    """One host's Red presence, per episode on average."""
+
+    host: str
+    shell_steps: float  # steps ending with a Red shell there
+    counted_steps: float  # steps the reward counted it
+    cost: float  # counted steps x the host's value (its share of the access term, positive)
+
+
+@dataclasses.dataclass(frozen=True)
+class Breakdown:
+    """One cell's losses, per episode on average."""
+
+    runs: str  # the defender's runs and updates
+    red: str
+    length: int
+    fix_bugs: bool
+    episodes: int
+    seed: int
+    deterministic: bool
+    mean: float  # return
+    se: float  # its standard error
+    terms: dict[str, float]  # reward term -> sum per episode
+    hosts: tuple[HostCost, ...]  # hosts Red ever held, in host order
+    kinds: dict[str, float]  # Blue action kind -> count per episode
+    targets: dict[str, dict[str, float]]  # analyse/remove/restore -> host -> count per episode
+    foothold_step: tuple[float, float, float] | None  # 10/50/90th percentile; None if never
+    no_foothold: float  # fraction of episodes without a counted user-host shell
+    opening: tuple[tuple[tuple[str, float], ...], ...]  # per step: (action name, fraction) x3
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def play(
+    setup: Setup,
+    policy: PolicyParams,
+    env_params,
+    length: int,
+    episodes: int,
+    seed: int,
+    deterministic: bool,
+):
+    """``length`` steps of ``episodes`` fresh episodes (no auto-reset). Returns per step
+    ``[T, E]`` arrays: actions, rewards, reward terms, Red's access and the counted hosts."""
+    env = cyber_env.Cage2()
+    network = setup.policy.network
+    key_reset, key_steps, key_act = jax.random.split(jax.random.key(seed), 3)
+
+    @jax.jit
+    def run(policy):
+        obs, state = jax.vmap(env.reset_env, in_axes=(0, None))(
+            jax.random.split(key_reset, episodes), env_params
+        )
+
+        def step(carry, keys):
+            obs, state, hidden, is_first = carry
+            key_env, key_policy = keys
+            out = act(setup.policy, policy, hidden, obs, is_first, key_policy, deterministic)
+            obs, state, reward, _, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
+                jax.random.split(key_env, episodes), state, out.action, env_params
+            )
+            counted = jax.vmap(cyber_env.privileged, in_axes=(0, None))(
+                state, jnp.asarray(env_params.fix_bugs)
+            )
+            record = {"action": out.action, "reward": reward, "terms": info["reward_terms"],
+                      "shell": state.access > 0, "counted": counted}  # fmt: skip
+            return (obs, state, out.hidden, jnp.zeros(episodes, bool)), record
+
+        keys = (jax.random.split(key_steps, length), jax.random.split(key_act, length))
+        start = (obs, state, network.initial_hidden(episodes), jnp.ones(episodes, bool))
+        return jax.lax.scan(step, start, keys)[1]
+
+    return jax.device_get(run(policy))
+
+
+def breakdown(
+    runs: str | Path | Sequence[str | Path],
+    red: str = "B_line",
+    length: int = 100,
+    fix_bugs: bool = False,
+    episodes: int = 500,
+    seed: int = 153,
+    deterministic: bool = True,
+) -> Breakdown:
+    """One cell of the defender, broken down (see the module docstring).
+
+    Raises:
+      CheckpointError, ValueError: as :func:`bench.cyber_defender.load_defender`, an unknown
+        ``red``, ``length`` or ``episodes`` below 1.
+    """
+    if red not in REDS:
+        raise ValueError(f"--red must be one of {sorted(REDS)}, got {red!r}")
+    if length < 1 or episodes < 1:
+        raise ValueError(f"--length and --episodes must be >= 1, got {length} and {episodes}")
+    setup, policy, _, label = load_defender(runs)
+    overrides = {"red_agent": REDS[red], "max_steps_in_episode": length, "fix_bugs": fix_bugs,
+                 "green_agent": False}  # fmt: skip
+    rec = play(setup, policy, play_params(setup, overrides=overrides), length, episodes, seed,
+               deterministic)  # fmt: skip
+    returns = rec["reward"].astype(np.float64).sum(0)  # [E]
+    action = rec["action"]  # [T, E]
+    hosts = tuple(
+        HostCost(
+            host=tb.HOSTS[h],
+            shell_steps=float(rec["shell"][:, :, h].sum(0).mean()),
+            counted_steps=float(rec["counted"][:, :, h].sum(0).mean()),
+            cost=float(rec["counted"][:, :, h].sum(0).mean() * tb.HOST_VALUE[h]),
+        )
+        for h in range(tb.NUM_HOSTS)
+        if rec["shell"][:, :, h].any()
+    )
+    kind = np.searchsorted(KIND_FIRST, action, side="right") - 1  # [T, E]
+    kinds = {name: float((kind == k).sum(0).mean()) for k, name in enumerate(KIND_NAMES)}
+    targets = {}
+    for name, first in (("analyse", tb.ANALYSE), ("remove", tb.REMOVE), ("restore", tb.RESTORE)):
+        counts = {tb.HOSTS[h]: float((action == first + h).sum(0).mean()) for h in range(13)}
+        targets[name] = {host: n for host, n in counts.items() if n > 0}
+    foothold = rec["counted"][:, :, list(USER_HOSTS)].any(-1)  # [T, E]
+    held = foothold.any(0)
+    first_step = foothold.argmax(0)[held]
+    opening = []
+    for t in range(min(OPENING_STEPS, length)):
+        values, counts = np.unique(action[t], return_counts=True)
+        top = np.argsort(-counts)[:3]
+        opening.append(
+            tuple((tb.action_name(int(values[i])), float(counts[i] / episodes)) for i in top)
+        )
+    return Breakdown(
+        runs=label,
+        red=red,
+        length=length,
+        fix_bugs=fix_bugs,
+        episodes=episodes,
+        seed=seed,
+        deterministic=deterministic,
+        mean=float(returns.mean()),
+        se=float(returns.std() / np.sqrt(episodes)),
+        terms={
+            name: float(np.asarray(v, np.float64).sum(0).mean()) for name, v in rec["terms"].items()
+        },  # fmt: skip
+        hosts=hosts,
+        kinds=kinds,
+        targets=targets,
+        foothold_step=(
+            tuple(float(p) for p in np.percentile(first_step, [10, 50, 90])) if held.any() else None
+        ),
+        no_foothold=float(1.0 - held.mean()),
+        opening=tuple(opening),
+    )
+
+
+def report(b: Breakdown) -> str:
+    """The breakdown as text."""
+    bugs = "fixed bugs" if b.fix_bugs else "CybORG 2.1 bugs"
+    mode = "deterministic" if b.deterministic else "stochastic"
+    lines = [
+        f"{b.runs}: {b.red} {b.length} steps, {bugs}, {b.episodes} episodes, seed {b.seed}, {mode}",
+        f"return {b.mean:.2f} +- {b.se:.2f} per episode = "
+        + " + ".join(f"{name} {value:.2f}" for name, value in b.terms.items()),
+        "",
+        "| host | steps with a Red shell | steps counted | cost |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {h.host} | {h.shell_steps:.1f} | {h.counted_steps:.1f} | {h.cost:.2f} |"
+        for h in b.hosts
+    ]
+    lines += [
+        "",
+        "Blue's actions per episode: "
+        + ", ".join(f"{name} {n:.1f}" for name, n in b.kinds.items()),
+    ]
+    for name, per_host in b.targets.items():
+        shown = ", ".join(f"{host} {n:.2f}" for host, n in per_host.items()) or "none"
+        lines.append(f"  {name}: {shown}")
+    if b.foothold_step is None:
+        lines.append("Red never held a counted shell on a user host")
+    else:
+        p10, p50, p90 = b.foothold_step
+        lines.append(
+            f"first counted user-host shell (the foothold): step {p10:.0f} / {p50:.0f} / "
+            f"{p90:.0f} (10th / 50th / 90th percentile, 0-based), none in "
+            f"{b.no_foothold:.1%} of episodes"
+        )
+    for t, top in enumerate(b.opening):
+        lines.append(f"  step {t}: " + ", ".join(f"{name} {p:.2f}" for name, p in top))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench.cyber_breakdown``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.cyber_breakdown",
+        description="Where a CAGE2 defender loses its score in one evaluation cell.",
+    )
+    parser.add_argument("--run-dir", required=True, help="a CAGE2 run (DIR,DIR,...: an ensemble)")
+    parser.add_argument("--red", default="B_line", help="B_line or Meander")
+    parser.add_argument("--length", type=int, default=100, help="steps per episode")
+    parser.add_argument("--episodes", type=int, default=500, help="episodes (vmapped)")
+    parser.add_argument("--seed", type=int, default=153, help="evaluation seed")
+    parser.add_argument("--fix-bugs", action="store_true", help="CybORG++'s fixes, not 2.1's bugs")
+    parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
+    parser.add_argument("--json", type=Path, help="also write the breakdown to this JSON file")
+    args = parser.parse_args(argv)
+    if args.json and not args.json.parent.is_dir():
+        print(f"error: --json {args.json}: no directory {args.json.parent}", file=sys.stderr)
+        return 1
+    try:
+        result = breakdown(
+            args.run_dir, args.red, args.length, args.fix_bugs, args.episodes, args.seed,
+            not args.stochastic,
+        )  # fmt: skip
+    except (CheckpointError, ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(report(result))
+    if args.json:
+        args.json.write_text(json.dumps(result.to_json(), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

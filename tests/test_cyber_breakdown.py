@@ -1,0 +1,82 @@
+"""bench.cyber_breakdown: one evaluation cell of a CAGE2 defender, broken down."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import cyber_breakdown as cb
+from envs.cyber import tables as tb
+from jaxrl.train import train
+from tests.conftest import make_tiny_config
+from tests.test_cyber_defender import TINY_CAGE
+
+EPISODES, LENGTH = 8, 30
+
+
+@pytest.fixture(scope="module")
+def cage_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("cage_breakdown") / "run"
+    train(make_tiny_config(*TINY_CAGE, config="cage2.yaml"), run_dir, quiet=True)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def result(cage_run) -> cb.Breakdown:
+    return cb.breakdown(cage_run, "B_line", LENGTH, episodes=EPISODES, seed=3)
+
+
+def test_the_parts_add_up_to_the_return(result):
+    # The return is its three terms (each step's reward is their sum rounded to 0.1).
+    assert result.mean == pytest.approx(sum(result.terms.values()), abs=1e-3)
+    # The hosts' costs are the access term, and a counted step is a step with a shell.
+    assert sum(h.cost for h in result.hosts) == pytest.approx(-result.terms["access"], abs=1e-3)
+    for h in result.hosts:
+        assert 0 <= h.counted_steps <= h.shell_steps <= LENGTH
+        value = tb.HOST_VALUE[tb.HOSTS.index(h.host)]
+        assert h.cost == pytest.approx(h.counted_steps * value, rel=1e-5)
+    # Red starts on User0 and holds it all episode; it is worth nothing.
+    user0 = next(h for h in result.hosts if h.host == "User0")
+    assert user0.shell_steps == LENGTH and user0.cost == 0
+    # Every step is one Blue action, and the per-host counts are within their kind's.
+    assert sum(result.kinds.values()) == pytest.approx(LENGTH)
+    for name, per_host in result.targets.items():
+        assert sum(per_host.values()) == pytest.approx(result.kinds[name])
+    assert result.terms["restore"] == pytest.approx(-result.kinds["restore"])
+    assert len(result.opening) == cb.OPENING_STEPS
+    for top in result.opening:
+        assert 0 < sum(p for _, p in top) <= 1 + 1e-9
+
+
+def test_deterministic_and_seeded(cage_run, result):
+    again = cb.breakdown(cage_run, "B_line", LENGTH, episodes=EPISODES, seed=3)
+    assert again == result
+    other = cb.breakdown(cage_run, "Meander", LENGTH, episodes=EPISODES, seed=3)
+    assert other.red == "Meander" and other != result
+
+
+def test_cli_prints_and_writes_json(cage_run, tmp_path, capsys):
+    path = tmp_path / "breakdown.json"
+    argv = ["--run-dir", str(cage_run), "--length", str(LENGTH), "--episodes", str(EPISODES),
+            "--seed", "3", "--json", str(path)]  # fmt: skip
+    assert cb.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "B_line 30 steps, CybORG 2.1 bugs" in out and "| User0 | 30.0 | 30.0 | 0.00 |" in out
+    data = json.loads(path.read_text())
+    assert data["terms"] == cb.breakdown(cage_run, "B_line", LENGTH, episodes=EPISODES,
+                                         seed=3).terms  # fmt: skip
+
+
+def test_bad_input_is_one_line(cage_run, tmp_path, capsys):
+    cases = [
+        (["--red", "Sleep"], "--red must be one of"),
+        (["--length", "0"], "--length and --episodes must be >= 1"),
+        (["--json", str(tmp_path / "no" / "x.json")], "no directory"),
+    ]
+    for extra, message in cases:
+        assert cb.main(["--run-dir", str(cage_run), *extra]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
+    assert cb.main(["--run-dir", str(tmp_path / "nowhere")]) == 1
+    assert "is not a run directory" in capsys.readouterr().err
