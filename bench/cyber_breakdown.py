@@ -2,7 +2,7 @@
 
     python -m bench.cyber_breakdown --run-dir DIR[,DIR...] [--red B_line] [--length 100]
                                     [--episodes 500] [--seed 153] [--fix-bugs]
-                                    [--stochastic] [--json FILE]
+                                    [--opening A,B,...] [--stochastic] [--json FILE]
 
 Plays the defender (one run, or several as a :class:`bench.cyber_defender.Ensemble`) for
 ``--episodes`` vmapped episodes of one evaluation cell (Red agent, episode length, bug
@@ -16,6 +16,7 @@ setting; GreenAgent off) and reports, per episode on average:
 - the step Red first held a counted shell on a user host (User1-4, the foothold), and Blue's
   most frequent actions in the first steps.
 
+``--opening`` scripts Blue's first actions as ``bench.cyber_defender --opening`` does.
 Deterministic (the mode of each action distribution) unless ``--stochastic``. Exits 0 with
 the report; 1 with one line on bad input (as ``bench.cyber_defender``, or an unknown Red, a
 length below 1).
@@ -34,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.cyber_defender import REDS, load_defender
+from bench.cyber_defender import REDS, load_defender, parse_opening, with_opening
 from envs.cyber import env as cyber_env
 from envs.cyber import tables as tb
 from jaxrl.acting import PolicyParams, act
@@ -79,6 +80,7 @@ class Breakdown:
     foothold_step: tuple[float, float, float] | None  # 10/50/90th percentile; None if never
     no_foothold: float  # fraction of episodes without a counted user-host shell
     opening: tuple[tuple[tuple[str, float], ...], ...]  # per step: (action name, fraction) x3
+    scripted: tuple[int, ...] = ()  # Blue's scripted first actions (--opening), if any
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -134,6 +136,7 @@ def breakdown(
     episodes: int = 500,
     seed: int = 153,
     deterministic: bool = True,
+    opening: Sequence[int] = (),
 ) -> Breakdown:
     """One cell of the defender, broken down (see the module docstring).
 
@@ -146,6 +149,8 @@ def breakdown(
     if length < 1 or episodes < 1:
         raise ValueError(f"--length and --episodes must be >= 1, got {length} and {episodes}")
     setup, policy, _, label = load_defender(runs)
+    if opening:
+        setup, policy = with_opening(setup, policy, opening)
     overrides = {"red_agent": REDS[red], "max_steps_in_episode": length, "fix_bugs": fix_bugs,
                  "green_agent": False}  # fmt: skip
     rec = play(setup, policy, play_params(setup, overrides=overrides), length, episodes, seed,
@@ -171,11 +176,11 @@ def breakdown(
     foothold = rec["counted"][:, :, list(USER_HOSTS)].any(-1)  # [T, E]
     held = foothold.any(0)
     first_step = foothold.argmax(0)[held]
-    opening = []
+    top_actions = []
     for t in range(min(OPENING_STEPS, length)):
         values, counts = np.unique(action[t], return_counts=True)
         top = np.argsort(-counts)[:3]
-        opening.append(
+        top_actions.append(
             tuple((tb.action_name(int(values[i])), float(counts[i] / episodes)) for i in top)
         )
     return Breakdown(
@@ -198,7 +203,8 @@ def breakdown(
             tuple(float(p) for p in np.percentile(first_step, [10, 50, 90])) if held.any() else None
         ),
         no_foothold=float(1.0 - held.mean()),
-        opening=tuple(opening),
+        opening=tuple(top_actions),
+        scripted=tuple(opening),
     )
 
 
@@ -206,8 +212,10 @@ def report(b: Breakdown) -> str:
     """The breakdown as text."""
     bugs = "fixed bugs" if b.fix_bugs else "CybORG 2.1 bugs"
     mode = "deterministic" if b.deterministic else "stochastic"
+    scripted = f", opening {','.join(map(str, b.scripted))}" if b.scripted else ""
     lines = [
-        f"{b.runs}: {b.red} {b.length} steps, {bugs}, {b.episodes} episodes, seed {b.seed}, {mode}",
+        f"{b.runs}: {b.red} {b.length} steps, {bugs}, {b.episodes} episodes, seed {b.seed}, "
+        f"{mode}{scripted}",
         f"return {b.mean:.2f} +- {b.se:.2f} per episode = "
         + " + ".join(f"{name} {value:.2f}" for name, value in b.terms.items()),
         "",
@@ -252,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=500, help="episodes (vmapped)")
     parser.add_argument("--seed", type=int, default=153, help="evaluation seed")
     parser.add_argument("--fix-bugs", action="store_true", help="CybORG++'s fixes, not 2.1's bugs")
+    parser.add_argument("--opening", help="Blue's first actions, scripted: A,B,... (0-144)")
     parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
     parser.add_argument("--json", type=Path, help="also write the breakdown to this JSON file")
     args = parser.parse_args(argv)
@@ -259,9 +268,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --json {args.json}: no directory {args.json.parent}", file=sys.stderr)
         return 1
     try:
+        opening = parse_opening(args.opening) if args.opening is not None else ()
         result = breakdown(
             args.run_dir, args.red, args.length, args.fix_bugs, args.episodes, args.seed,
-            not args.stochastic,
+            not args.stochastic, opening,
         )  # fmt: skip
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

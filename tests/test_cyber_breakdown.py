@@ -80,3 +80,21 @@ def test_bad_input_is_one_line(cage_run, tmp_path, capsys):
         assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
     assert cb.main(["--run-dir", str(tmp_path / "nowhere")]) == 1
     assert "is not a run directory" in capsys.readouterr().err
+
+
+def test_a_scripted_opening_shows_in_the_breakdown(cage_run, capsys):
+    restore = tb.RESTORE + tb.ENTERPRISE0
+    scripted = cb.breakdown(
+        cage_run, "B_line", LENGTH, episodes=EPISODES, seed=3, opening=(restore, restore)
+    )
+    assert scripted.scripted == (restore, restore)
+    for t in (0, 1):
+        assert scripted.opening[t] == ((tb.action_name(restore), 1.0),)
+    assert scripted.targets["restore"]["Enterprise0"] >= 2
+    assert scripted.terms["restore"] <= -2
+    argv = ["--run-dir", str(cage_run), "--length", str(LENGTH), "--episodes", str(EPISODES),
+            "--opening", f"{restore},{restore}"]  # fmt: skip
+    assert cb.main(argv) == 0
+    assert f"opening {restore},{restore}" in capsys.readouterr().out
+    assert cb.main([*argv[:-1], "146"]) == 1
+    assert "--opening needs actions in [0, 145)" in capsys.readouterr().err
