@@ -48,7 +48,7 @@ import argparse
 import dataclasses
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -434,13 +434,7 @@ def evaluate_ensemble(
     Raises:
       CheckpointError, ValueError: as :func:`load_defender`, or ``episodes < 1``.
     """
-    if episodes < 1:
-        raise ValueError(f"--episodes must be >= 1, got {episodes}")
-    setup, policy, step, label = load_defender(runs)
-    if opening:
-        setup, policy = with_opening(setup, policy, opening)
-    (scores,) = play_cells(setup, policy, step, episodes, seed, deterministic)
-    return dataclasses.replace(scores, runs=label, opening=tuple(opening))
+    return _play_combined(lambda: load_defender(runs), episodes, seed, deterministic, opening)
 
 
 def evaluate_pair(
@@ -456,9 +450,22 @@ def evaluate_pair(
     Raises:
       CheckpointError, ValueError: as :func:`load_pair`, or ``episodes < 1``.
     """
+    load = lambda: load_pair(b_line_runs, meander_runs)  # noqa: E731
+    return _play_combined(load, episodes, seed, deterministic, opening)
+
+
+def _play_combined(
+    load: Callable[[], tuple[Setup, PolicyParams, int, str]],
+    episodes: int,
+    seed: int,
+    deterministic: bool,
+    opening: Sequence[int],
+) -> DefenderScores:
+    """Every cell of a defender of several runs; ``load`` runs only once the episode count
+    is known to be good (bad input is refused before any checkpoint is restored)."""
     if episodes < 1:
         raise ValueError(f"--episodes must be >= 1, got {episodes}")
-    setup, policy, step, label = load_pair(b_line_runs, meander_runs)
+    setup, policy, step, label = load()
     if opening:
         setup, policy = with_opening(setup, policy, opening)
     (scores,) = play_cells(setup, policy, step, episodes, seed, deterministic)
