@@ -111,6 +111,19 @@ class Loggers:
             logger.close()
 
 
+def wandb_teardown() -> None:
+    """Shut the process's W&B service down once its runs are finished.
+
+    A finished offline run's ``.wandb`` file can still sit in the service's write buffer when
+    ``run.finish()`` returns (seen once in CI: a two-member run's file held no history row
+    yet); the teardown waits for the service, so the files are complete on disk when training
+    returns. It also finishes any other W&B run of the process left open.
+    """
+    import wandb  # noqa: PLC0415 - only called after WandbLogger, which imported it
+
+    wandb.teardown()
+
+
 def wandb_available() -> bool:
     """Whether the optional ``wandb`` package is installed."""
     import importlib.util  # noqa: PLC0415

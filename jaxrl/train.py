@@ -59,6 +59,7 @@ from jaxrl.logger import (
     WandbLogger,
     chunk_scalars,
     wandb_available,
+    wandb_teardown,
 )
 from jaxrl.pbt import summary as pbt_summary
 from jaxrl.setup import Setup, make_setup
@@ -418,6 +419,8 @@ def _train(
     finally:
         for logger in loggers:
             logger.close()
+        if main and config.logger.wandb.project and wandb_available():
+            wandb_teardown()  # the offline files complete on disk before train returns
         checkpointer.close()
 
 
