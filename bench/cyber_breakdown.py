@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from bench.cyber_defender import REDS, load_defender, parse_opening, with_opening
+from envs.cyber import blue as cyber_blue
 from envs.cyber import env as cyber_env
 from envs.cyber import tables as tb
 from jaxrl.acting import PolicyParams, act
@@ -44,8 +45,6 @@ from jaxrl.config import ConfigError
 from jaxrl.play import play_params
 from jaxrl.setup import Setup
 
-KIND_NAMES = ("sleep", "monitor", "analyse", "remove", "decoy", "restore")
-KIND_FIRST = np.array([tb.SLEEP, tb.MONITOR, tb.ANALYSE, tb.REMOVE, tb.DECOY, tb.RESTORE])
 USER_HOSTS = (tb.USER1, tb.USER2, tb.USER3, tb.USER4)
 OPENING_STEPS = 4  # steps whose most frequent actions are reported
 
@@ -167,11 +166,13 @@ def breakdown(
         for h in range(tb.NUM_HOSTS)
         if rec["shell"][:, :, h].any()
     )
-    kind = np.searchsorted(KIND_FIRST, action, side="right") - 1  # [T, E]
-    kinds = {name: float((kind == k).sum(0).mean()) for k, name in enumerate(KIND_NAMES)}
+    kind = np.searchsorted(cyber_blue.KIND_FIRST, action, side="right") - 1  # [T, E]
+    kinds = {name: float((kind == k).sum(0).mean()) for k, name in enumerate(cyber_blue.KINDS)}
     targets = {}
     for name, first in (("analyse", tb.ANALYSE), ("remove", tb.REMOVE), ("restore", tb.RESTORE)):
-        counts = {tb.HOSTS[h]: float((action == first + h).sum(0).mean()) for h in range(13)}
+        counts = {
+            tb.HOSTS[h]: float((action == first + h).sum(0).mean()) for h in range(tb.NUM_HOSTS)
+        }
         targets[name] = {host: n for host, n in counts.items() if n > 0}
     foothold = rec["counted"][:, :, list(USER_HOSTS)].any(-1)  # [T, E]
     held = foothold.any(0)

@@ -274,28 +274,35 @@ def with_opening(
     Raises:
       ValueError: no action, or one outside ``[0, 145)``.
     """
-    actions = tuple(int(a) for a in actions)
-    if not actions or not all(0 <= a < cyber_tables.NUM_ACTIONS for a in actions):
-        raise ValueError(
-            f"--opening needs actions in [0, {cyber_tables.NUM_ACTIONS}), got {list(actions)}"
-        )
-    opening = Opening(network=setup.network, actions=actions)
-    setup = dataclasses.replace(
-        setup, network=opening, policy=dataclasses.replace(setup.policy, network=opening)
-    )
+    opening = Opening(network=setup.network, actions=_checked_opening(actions))
     params = {"params": {"network": policy.params["params"]}}
-    return setup, PolicyParams(params=params, obs_stats=policy.obs_stats)
+    return _with_network(setup, opening), PolicyParams(params=params, obs_stats=policy.obs_stats)
 
 
 def parse_opening(text: str) -> tuple[int, ...]:
     """``--opening``'s comma-separated action indices (ValueError naming the option)."""
     try:
-        actions = tuple(int(part) for part in text.split(","))
+        actions = [int(part) for part in text.split(",")]
     except ValueError:
         raise ValueError(f"--opening takes action indices like 51,116, got {text!r}") from None
-    if not all(0 <= a < cyber_tables.NUM_ACTIONS for a in actions):
-        raise ValueError(f"--opening needs actions in [0, {cyber_tables.NUM_ACTIONS}), got {text}")
+    return _checked_opening(actions)
+
+
+def _checked_opening(actions: Sequence[int]) -> tuple[int, ...]:
+    """An opening's actions as ints, at least one, each a Blue action (ValueError)."""
+    actions = tuple(int(a) for a in actions)
+    if not actions or not all(0 <= a < cyber_tables.NUM_ACTIONS for a in actions):
+        raise ValueError(
+            f"--opening needs actions in [0, {cyber_tables.NUM_ACTIONS}), got {list(actions)}"
+        )
     return actions
+
+
+def _with_network(setup: Setup, network: nn.Module) -> Setup:
+    """``setup`` playing ``network`` (a combined or wrapped defender) instead of its own."""
+    return dataclasses.replace(
+        setup, network=network, policy=dataclasses.replace(setup.policy, network=network)
+    )
 
 
 def _check_cage2_run(run_dir: str | Path) -> None:
@@ -357,10 +364,7 @@ def load_defender(
     setup, policy, step = loaded[0]
     if len(loaded) == 1:
         return setup, policy, step, label
-    ensemble = Ensemble(members=tuple(s.network for s, _, _ in loaded))
-    setup = dataclasses.replace(
-        setup, network=ensemble, policy=dataclasses.replace(setup.policy, network=ensemble)
-    )
+    setup = _with_network(setup, Ensemble(members=tuple(s.network for s, _, _ in loaded)))
     params = {f"members_{k}": p.params["params"] for k, (_, p, _) in enumerate(loaded)}
     return setup, PolicyParams(params={"params": params}, obs_stats=policy.obs_stats), step, label
 
@@ -384,10 +388,7 @@ def load_pair(
     m_setup, m_policy, _, m_label = load_defender(meander_runs, fingerprint_obs=True)
     if b_setup.obs_shape != m_setup.obs_shape:
         raise ValueError(f"the pair sees observations {b_setup.obs_shape} and {m_setup.obs_shape}")
-    gated = RedGated(b_line=b_setup.network, meander=m_setup.network)
-    setup = dataclasses.replace(
-        b_setup, network=gated, policy=dataclasses.replace(b_setup.policy, network=gated)
-    )
+    setup = _with_network(b_setup, RedGated(b_line=b_setup.network, meander=m_setup.network))
     policy = PolicyParams(
         params={"params": {"b_line": b_policy.params["params"],
                            "meander": m_policy.params["params"]}},
