@@ -95,7 +95,8 @@ def play(
     deterministic: bool,
 ):
     """``length`` steps of ``episodes`` fresh episodes (no auto-reset). Returns per step
-    ``[T, E]`` arrays: actions, rewards, reward terms, Red's access and the counted hosts."""
+    ``[T, E]`` arrays: Blue's CybORG actions (a reduced set's expanded), rewards, reward
+    terms, Red's access and the counted hosts."""
     env = cyber_env.Cage2()
     network = setup.policy.network
     key_reset, key_steps, key_act = jax.random.split(jax.random.key(seed), 3)
@@ -116,8 +117,9 @@ def play(
             counted = jax.vmap(cyber_env.privileged, in_axes=(0, None))(
                 state, jnp.asarray(env_params.fix_bugs)
             )
-            record = {"action": out.action, "reward": reward, "terms": info["reward_terms"],
-                      "shell": state.access > 0, "counted": counted}  # fmt: skip
+            record = {"action": info["blue_action"], "reward": reward,
+                      "terms": info["reward_terms"], "shell": state.access > 0,
+                      "counted": counted}  # fmt: skip
             return (obs, state, out.hidden, jnp.zeros(episodes, bool)), record
 
         keys = (jax.random.split(key_steps, length), jax.random.split(key_act, length))
@@ -261,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=500, help="episodes (vmapped)")
     parser.add_argument("--seed", type=int, default=153, help="evaluation seed")
     parser.add_argument("--fix-bugs", action="store_true", help="CybORG++'s fixes, not 2.1's bugs")
-    parser.add_argument("--opening", help="Blue's first actions, scripted: A,B,... (0-144)")
+    parser.add_argument(
+        "--opening", help="Blue's first actions, scripted: A,B,... (0-144; 0-35 reduced)"
+    )
     parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
     parser.add_argument("--json", type=Path, help="also write the breakdown to this JSON file")
     args = parser.parse_args(argv)

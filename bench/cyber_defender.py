@@ -272,9 +272,11 @@ def with_opening(
     """``setup`` and ``policy`` with Blue's first ``actions`` scripted (:class:`Opening`).
 
     Raises:
-      ValueError: no action, or one outside ``[0, 145)``.
+      ValueError: no action, or one outside the run's action space (``[0, 145)``, or
+      ``[0, 36)`` with ``env.kwargs.action_set=reduced``).
     """
-    opening = Opening(network=setup.network, actions=_checked_opening(actions))
+    num_actions = int(setup.env.action_space(setup.env_params).n)
+    opening = Opening(network=setup.network, actions=_checked_opening(actions, num_actions))
     params = {"params": {"network": policy.params["params"]}}
     return _with_network(setup, opening), PolicyParams(params=params, obs_stats=policy.obs_stats)
 
@@ -288,13 +290,13 @@ def parse_opening(text: str) -> tuple[int, ...]:
     return _checked_opening(actions)
 
 
-def _checked_opening(actions: Sequence[int]) -> tuple[int, ...]:
-    """An opening's actions as ints, at least one, each a Blue action (ValueError)."""
+def _checked_opening(
+    actions: Sequence[int], num_actions: int = cyber_tables.NUM_ACTIONS
+) -> tuple[int, ...]:
+    """An opening's actions as ints, at least one, each in ``[0, num_actions)`` (ValueError)."""
     actions = tuple(int(a) for a in actions)
-    if not actions or not all(0 <= a < cyber_tables.NUM_ACTIONS for a in actions):
-        raise ValueError(
-            f"--opening needs actions in [0, {cyber_tables.NUM_ACTIONS}), got {list(actions)}"
-        )
+    if not actions or not all(0 <= a < num_actions for a in actions):
+        raise ValueError(f"--opening needs actions in [0, {num_actions}), got {list(actions)}")
     return actions
 
 
@@ -586,7 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
     parser.add_argument("--json", type=Path, help="also write the scores to this JSON file")
     parser.add_argument(
-        "--opening", help="Blue's first actions of every episode, scripted: A,B,... (0-144)"
+        "--opening",
+        help="Blue's first actions of every episode, scripted: A,B,... (0-144; 0-35 reduced)",
     )
     args = parser.parse_args(argv)
     pair = (args.b_line_run, args.meander_run)

@@ -161,6 +161,86 @@ def test_decode_blue_masks():
         assert not any(np.asarray(leaf).any() for leaf in jax.tree.leaves(decoded))
 
 
+# ---- the reduced action set ----------------------------------------------------------------
+
+REDUCED = QUIET.replace(action_set="reduced")
+
+
+def test_reduced_action_set_space_and_validation():
+    assert ENV.action_space(REDUCED).n == tb.NUM_REDUCED_ACTIONS == 36
+    assert ENV.action_space(QUIET).n == 145
+    with pytest.raises(ValueError, match="action_set"):
+        cage.EnvParams(action_set="tiny")
+
+
+@pytest.mark.parametrize(
+    ("reduced", "name", "full"),
+    [
+        (0, "Analyse Enterprise0", 3),
+        (8, "Analyse Defender", 2),
+        (13, "Remove User1", 24),
+        (17, "Remove Defender", 15),
+        (27, "Restore Enterprise0", 133),
+        (30, "Restore Op_Server0", 139),
+        (35, "Restore Defender", 132),
+        # decoy macros on an empty network: each host's first decoy in Cardiff's order
+        (18, "Decoy Enterprise0", 28 + 13 * tb.HARAKA_SMTP + tb.ENTERPRISE0),
+        (19, "Decoy Enterprise1", 28 + 13 * tb.FEMITTER + tb.ENTERPRISE1),
+        (21, "Decoy Op_Server0", 28 + 13 * tb.HARAKA_SMTP + tb.OP_SERVER0),
+        (23, "Decoy User2", 28 + 13 * tb.FEMITTER + tb.USER2),
+        (26, "Decoy Defender", 28 + 13 * tb.HARAKA_SMTP + tb.DEFENDER),
+    ],
+)
+def test_reduced_actions_expand_by_hand(reduced, name, full):
+    assert tb.reduced_action_name(reduced) == name
+    played = cage.expand_action(_state(), jnp.int32(reduced), "reduced", jnp.bool_(False))
+    assert int(played) == full
+    assert int(cage.expand_action(_state(), jnp.int32(full), "full", jnp.bool_(False))) == full
+
+
+@pytest.mark.parametrize(("fix_bugs", "placed"), [(False, 3), (True, 4)])
+def test_decoy_macro_fills_a_host_in_order_then_places_nothing(fix_bugs, placed):
+    """Enterprise0 takes Haraka, Tomcat, Vsftpd, Apache in turn; in 2.1 Vsftpd holds port 80
+    and Apache is refused, so the fourth macro plays Haraka again and places nothing."""
+    params = REDUCED.replace(fix_bugs=fix_bugs)
+    state = _state(red_agent=red.SLEEP_AGENT)
+    order = (tb.HARAKA_SMTP, tb.TOMCAT, tb.VSFTPD, tb.APACHE)
+    macro = jnp.int32(18)  # Decoy Enterprise0
+    for step in range(5):
+        _, state, _, _, _, info = _step(jax.random.key(step), state, macro, params)
+        want = order[step] if step < placed else tb.HARAKA_SMTP
+        assert int(info["blue_action"]) == tb.DECOY + tb.NUM_HOSTS * want + tb.ENTERPRISE0
+        in_place = np.asarray(state.decoys[tb.ENTERPRISE0])
+        assert in_place.sum() == min(step + 1, placed)
+        assert in_place[list(order[: min(step + 1, placed)])].all()
+    # A Restore clears the host's decoys; the macro starts the order again.
+    _, state, reward, _, _, info = _step(jax.random.key(9), state, jnp.int32(27), params)
+    assert int(info["blue_action"]) == tb.RESTORE + tb.ENTERPRISE0 and float(reward) == -1.0
+    assert not np.asarray(state.decoys).any()
+    assert int(cage.next_decoy(state, jnp.int32(tb.ENTERPRISE0), jnp.bool_(fix_bugs))) == (
+        tb.HARAKA_SMTP
+    )
+
+
+def test_reduced_episode_plays_as_its_expanded_actions():
+    """Random reduced actions against B_line and Meander give the same rewards and states as
+    the CybORG actions they expand to, played on the full action set."""
+    keys = jax.random.split(jax.random.key(3), 60)
+    actions = jax.random.randint(jax.random.key(4), (60,), 0, tb.NUM_REDUCED_ACTIONS)
+    for red_agent in (red.BLINE_AGENT, red.MEANDER_AGENT):
+        reduced = full = _state(red_agent=red_agent)
+        played = []
+        for key, action in zip(keys, actions, strict=True):
+            _, reduced, r_reduced, _, _, info = _step(key, reduced, action, REDUCED)
+            _, full, r_full, _, _, _ = _step(key, full, info["blue_action"], QUIET)
+            assert float(r_reduced) == float(r_full)
+            played.append(int(info["blue_action"]))
+        same = jax.tree.map(lambda a, b: bool(jnp.all(a == b)), reduced, full)
+        assert all(jax.tree.leaves(same))
+        assert played != [int(a) for a in actions]  # the indices were translated
+        assert np.asarray(reduced.decoys).any() and int(reduced.access.sum()) > 2
+
+
 # ---- observation ---------------------------------------------------------------------------
 
 

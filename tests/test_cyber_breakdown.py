@@ -98,3 +98,24 @@ def test_a_scripted_opening_shows_in_the_breakdown(cage_run, capsys):
     assert f"opening {restore},{restore}" in capsys.readouterr().out
     assert cb.main([*argv[:-1], "146"]) == 1
     assert "--opening needs actions in [0, 145)" in capsys.readouterr().err
+
+
+def test_a_reduced_action_set_run_breaks_down_in_cyborg_actions(tmp_path_factory, capsys):
+    """A run on the 36 reduced actions: its opening indices are its own (0-35), the breakdown
+    names the CybORG actions they played (the decoy macro's decoy), and 36 is refused."""
+    run_dir = tmp_path_factory.mktemp("cage_reduced") / "run"
+    config = make_tiny_config(*TINY_CAGE, "env.kwargs.action_set=reduced", config="cage2.yaml")
+    train(config, run_dir, quiet=True)
+    macro = tb.REDUCED_KINDS.index("decoy") * len(tb.REDUCED_HOSTS)  # Decoy Enterprise0
+    scripted = cb.breakdown(
+        run_dir, "B_line", LENGTH, episodes=EPISODES, seed=3, opening=(macro, macro)
+    )
+    first = tb.DECOY + tb.NUM_HOSTS * tb.HARAKA_SMTP + tb.ENTERPRISE0  # Cardiff's order
+    second = tb.DECOY + tb.NUM_HOSTS * tb.TOMCAT + tb.ENTERPRISE0
+    assert scripted.opening[0] == ((tb.action_name(first), 1.0),)
+    assert scripted.opening[1] == ((tb.action_name(second), 1.0),)
+    assert scripted.kinds["decoy"] >= 2
+    argv = ["--run-dir", str(run_dir), "--length", str(LENGTH), "--episodes", str(EPISODES),
+            "--opening", "36"]  # fmt: skip
+    assert cb.main(argv) == 1
+    assert "--opening needs actions in [0, 36)" in capsys.readouterr().err

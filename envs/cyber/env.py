@@ -105,6 +105,7 @@ from envs.cyber import red
 from envs.cyber import tables as tb
 
 OBS_MODES = ("table", "extended")
+ACTION_SETS = ("full", "reduced")  # CybORG's 145 actions | CardiffUni's 36 (tables.REDUCED_*)
 TABLE_DIM = 4 * tb.NUM_HOSTS  # 52
 EXTENDED_DIM = TABLE_DIM + 2 * tb.NUM_HOSTS + 1  # 79
 EPISODE_LENGTHS = np.array([30, 50, 100], np.int32)  # drawn when max_steps_in_episode <= 0
@@ -125,10 +126,13 @@ class EnvParams(struct.PyTreeNode):
     fix_bugs: bool = False  # False keeps CybORG 2.1's score-changing bugs
     green_agent: bool = False  # True: CybORG's GreenAgent port-scans half the time
     obs_mode: str = struct.field(pytree_node=False, default="table")  # table | extended
+    action_set: str = struct.field(pytree_node=False, default="full")  # full | reduced
 
     def __post_init__(self):
         if self.obs_mode not in OBS_MODES:
             raise ValueError(f"obs_mode must be one of {OBS_MODES}, got {self.obs_mode!r}")
+        if self.action_set not in ACTION_SETS:
+            raise ValueError(f"action_set must be one of {ACTION_SETS}, got {self.action_set!r}")
 
 
 class EnvState(struct.PyTreeNode):
@@ -288,6 +292,45 @@ def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvSta
         impacted=state.impacted & ~restore[tb.OP_SERVER0],
         ot_lost=state.ot_lost | restore[tb.OP_SERVER0],
     )
+
+
+def next_decoy(state: EnvState, host: jax.Array, fix_bugs: jax.Array) -> jax.Array:
+    """The decoy type the reduced set's macro places on ``host`` (int32 ()).
+
+    The first type of ``tables.DECOY_ORDER[host]`` not in place whose port is free (as
+    :func:`apply_blue` would place it); when none is left, the first type (placing nothing).
+    """
+    _, _, decoy_exploit = _bug_tables(fix_bugs)
+    order = jnp.asarray(tb.DECOY_ORDER)[host]  # [4], -1 pads
+    listed = order >= 0
+    decoy = jnp.maximum(order, 0)  # [4]
+    taken = decoy_offers(state.decoys, decoy_exploit)[host]  # [8] ports (lured exploits) held
+    placeable = (
+        listed
+        & jnp.asarray(tb.DECOY_COMPATIBLE)[host, decoy]
+        & ~state.decoys[host, decoy]
+        & ~taken[decoy_exploit[decoy]]
+    )
+    return jnp.where(jnp.any(placeable), decoy[jnp.argmax(placeable)], decoy[0]).astype(jnp.int32)
+
+
+def expand_action(
+    state: EnvState, action: jax.Array, action_set: str, fix_bugs: jax.Array
+) -> jax.Array:
+    """The CybORG action (int32 in [0, 145)) that ``action`` of ``action_set`` plays now.
+
+    ``"full"`` actions are CybORG's already; a ``"reduced"`` one (int32 in [0, 36)) names a
+    kind and a host of ``tables.REDUCED_HOSTS``, its decoy macro the type :func:`next_decoy`
+    picks in ``state``.
+    """
+    action = jnp.asarray(action, jnp.int32)
+    if action_set == "full":
+        return action
+    kind, slot = jnp.divmod(action, len(tb.REDUCED_HOSTS))
+    host = jnp.asarray(tb.REDUCED_HOSTS)[slot]
+    decoy = next_decoy(state, host, fix_bugs)
+    offset = jnp.where(kind == tb.REDUCED_KINDS.index("decoy"), tb.NUM_HOSTS * decoy, 0)
+    return (jnp.asarray(tb.REDUCED_FIRST)[kind] + offset + host).astype(jnp.int32)
 
 
 # ---- Red's action -------------------------------------------------------------------------
@@ -591,10 +634,12 @@ class Cage2(environment.Environment[EnvState, EnvParams]):
     A single-agent :class:`envs.protocols.Env` (one Blue agent; no renderer).
 
     - Observation: float32 [52] (``obs_mode="table"``) or [79] (``"extended"``).
-    - Action: ``Discrete(145)``, CybORG's Blue action order.
+    - Action: ``Discrete(145)``, CybORG's Blue action order; ``Discrete(36)`` with
+      ``action_set="reduced"`` (:func:`expand_action`).
     - Reward: float32 (), Blue's CAGE-2 reward rounded to 0.1; terms in ``info["reward_terms"]``.
     - Termination: never; truncated at the episode's length (``EnvState.max_steps``).
-    - ``info`` also holds ``red_success`` (bool) and ``red_agent`` (int32) for logs.
+    - ``info`` also holds ``red_success`` (bool), ``red_agent`` (int32) and ``blue_action``
+      (int32, the CybORG action Blue played) for logs.
     """
 
     @property
@@ -607,10 +652,13 @@ class Cage2(environment.Environment[EnvState, EnvParams]):
 
     @property
     def num_actions(self) -> int:
+        """CybORG's 145 (the default ``action_set``; ``action_space(params).n`` in general)."""
         return tb.NUM_ACTIONS
 
     def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
-        return spaces.Discrete(tb.NUM_ACTIONS)
+        params = self.default_params if params is None else params
+        full = params.action_set == "full"
+        return spaces.Discrete(tb.NUM_ACTIONS if full else tb.NUM_REDUCED_ACTIONS)
 
     def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
         params = self.default_params if params is None else params
@@ -657,12 +705,14 @@ class Cage2(environment.Environment[EnvState, EnvParams]):
     def _step_with(
         self, draws: StepDraws, state: EnvState, action: Any, params: EnvParams
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, dict[str, Any]]:
-        state, terms, red_success = transition_with(draws, state, action, params)
+        blue_action = expand_action(state, action, params.action_set, params.fix_bugs)
+        state, terms, red_success = transition_with(draws, state, blue_action, params)
         reward = jnp.round(sum(terms.values()) * 10.0) / 10.0
         info = {
             "reward_terms": terms,
             "red_success": red_success,
             "red_agent": state.red_agent,
+            "blue_action": blue_action,
         }
         return observe(state, params), state, reward.astype(jnp.float32), jnp.bool_(False), info
 

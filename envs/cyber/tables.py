@@ -193,6 +193,43 @@ RESTORE = DECOY + NUM_DECOYS * NUM_HOSTS  # 132 + host
 NUM_ACTIONS = RESTORE + NUM_HOSTS  # 145
 
 
+# ---- the reduced action set (EnvParams.action_set="reduced") -------------------------------
+# The 36 actions CardiffUni's winning entry played (csle's CAGE-2 wrapper has the same list):
+# Analyse, Remove, one decoy macro and Restore on each of 9 hosts, in CybORG's kind order;
+# no Sleep or Monitor (Analyse only reads), nothing on User0 or Op_Host0-2. Reduced action
+# ``9 * kind + k`` acts on REDUCED_HOSTS[k]. The decoy macro places the host's first decoy in
+# DECOY_ORDER that is not in place and whose port is free (Cardiff's greedy order per host);
+# when none is left it plays the first one, which places nothing.
+REDUCED_HOSTS = np.array(
+    [ENTERPRISE0, ENTERPRISE1, ENTERPRISE2, OP_SERVER0, USER1, USER2, USER3, USER4, DEFENDER],
+    np.int32,
+)  # [9]
+REDUCED_KINDS = ("analyse", "remove", "decoy", "restore")
+REDUCED_FIRST = np.array([ANALYSE, REMOVE, DECOY, RESTORE], np.int32)  # [4] full index of host 0
+NUM_REDUCED_ACTIONS = len(REDUCED_KINDS) * len(REDUCED_HOSTS)  # 36
+DECOY_ORDER = np.full((NUM_HOSTS, 4), -1, np.int32)  # [13, 4] decoy types, -1 pads
+for _host, _order in {
+    ENTERPRISE0: (HARAKA_SMTP, TOMCAT, VSFTPD, APACHE),
+    ENTERPRISE1: (FEMITTER,),
+    ENTERPRISE2: (FEMITTER,),
+    OP_SERVER0: (HARAKA_SMTP, APACHE, TOMCAT, VSFTPD),
+    USER1: (APACHE, TOMCAT, SMSS, SVCHOST),
+    USER2: (FEMITTER, TOMCAT, APACHE, SSHD),
+    USER3: (VSFTPD, SSHD),
+    USER4: (VSFTPD,),
+    DEFENDER: (HARAKA_SMTP, TOMCAT, APACHE, VSFTPD),
+}.items():
+    DECOY_ORDER[_host, : len(_order)] = _order
+
+
+def reduced_action_name(action: int) -> str:
+    """A reduced action's name, e.g. ``"Decoy Enterprise0"`` (the macro) or ``"Remove User1"``."""
+    if not 0 <= action < NUM_REDUCED_ACTIONS:
+        raise ValueError(f"no reduced Blue action {action}; there are {NUM_REDUCED_ACTIONS}")
+    kind, slot = divmod(action, len(REDUCED_HOSTS))
+    return f"{REDUCED_KINDS[kind].capitalize()} {HOSTS[REDUCED_HOSTS[slot]]}"
+
+
 def action_name(action: int) -> str:
     """CybORG's name for a Blue action index, e.g. ``"DecoyApache Enterprise0"``."""
     if action == SLEEP:
