@@ -7,7 +7,10 @@ in each step, then Red (CybORG's agent order); Blue's Monitor runs after every s
 Blue actions, ``Discrete(145)`` in CybORG's order (``EnumActionWrapper``): 0 Sleep, 1 Monitor,
 2-14 Analyse(host), 15-27 Remove(host), 28-131 Decoy(type, host) with ``28 + 13 * type + host``
 for the types Apache, Femitter, HarakaSMPT, Smss, SSHD, Svchost, Tomcat, Vsftpd, and
-132-144 Restore(host); hosts in alphabetical order.
+132-144 Restore(host); hosts in alphabetical order. ``action_set="reduced"`` plays the 36
+actions of CardiffUni's winning entry instead (Analyse, Remove, a decoy macro and Restore on
+Enterprise0-2, Op_Server0, User1-4 and the Defender; :func:`expand_action` turns each into the
+CybORG action above, the macro into the host's next free decoy in Cardiff's greedy order).
 
 - Analyse finds a file Red dropped (exploits other than SSH brute force, and escalations of a
   user shell; density 0.9): the host shows Privileged. An escalation where Red already holds
