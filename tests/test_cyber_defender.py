@@ -19,7 +19,10 @@ from tests.conftest import make_tiny_config
 
 # A one-update CAGE2 run: 4 envs x 10 steps, a 16-unit torso and GRU (the defender's shape,
 # smaller). Untrained on purpose: the tests check the bench's bookkeeping, not the defender.
+# On CybORG's 145 actions (the openings below are CybORG ids); the shipped config's reduced
+# set has its own test in tests/test_cyber_breakdown.py.
 TINY_CAGE = (
+    "env.kwargs.action_set=full",
     "ppo.num_steps=10",
     "ppo.sequence_length=10",
     "network.hidden_sizes=[16]",
