@@ -270,13 +270,17 @@ def decode_blue(action: jax.Array) -> BlueAction:
     )
 
 
+def decoy_room(decoys: jax.Array, fix_bugs: jax.Array) -> jax.Array:
+    """The decoys each host accepts now, bool [13, 8]: compatible with the host and their
+    port (the exploit they lure) not held by a decoy in ``decoys`` (bool [13, 8])."""
+    _, _, decoy_exploit = _bug_tables(fix_bugs)
+    port_taken = decoy_offers(decoys, decoy_exploit)  # [13, 8] per lured exploit
+    return jnp.asarray(tb.DECOY_COMPATIBLE) & ~port_taken[:, decoy_exploit]
+
+
 def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvState:
     """Blue's Decoy, Remove and Restore take effect (before Red acts). Analyse only reads."""
-    _, _, decoy_exploit = _bug_tables(fix_bugs)
-    port_taken = decoy_offers(state.decoys, decoy_exploit)  # [13, 8] per lured exploit
-    wanted_port = decoy_offers(blue.decoy, decoy_exploit)  # [13, 8] what the new decoy lures
-    free = ~jnp.any(wanted_port & port_taken, axis=1, keepdims=True)  # [13, 1]
-    placed = blue.decoy & jnp.asarray(tb.DECOY_COMPATIBLE) & free
+    placed = blue.decoy & decoy_room(state.decoys, fix_bugs)
     stuck = state.femitter_stuck | (placed[:, tb.FEMITTER] & ~fix_bugs)
 
     # Remove stops the flagged processes of user-level shells; root/SYSTEM ones and shells
@@ -300,20 +304,13 @@ def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvSta
 def next_decoy(state: EnvState, host: jax.Array, fix_bugs: jax.Array) -> jax.Array:
     """The decoy type the reduced set's macro places on ``host`` (int32 ()).
 
-    The first type of ``tables.DECOY_ORDER[host]`` not in place whose port is free (as
-    :func:`apply_blue` would place it); when none is left, the first type (placing nothing).
+    The first type of ``tables.DECOY_ORDER[host]`` the host accepts now (:func:`decoy_room`,
+    as :func:`apply_blue` places; a decoy in place holds its own port); when none is left, the
+    first type (placing nothing).
     """
-    _, _, decoy_exploit = _bug_tables(fix_bugs)
     order = jnp.asarray(tb.DECOY_ORDER)[host]  # [4], -1 pads
-    listed = order >= 0
     decoy = jnp.maximum(order, 0)  # [4]
-    taken = decoy_offers(state.decoys, decoy_exploit)[host]  # [8] ports (lured exploits) held
-    placeable = (
-        listed
-        & jnp.asarray(tb.DECOY_COMPATIBLE)[host, decoy]
-        & ~state.decoys[host, decoy]
-        & ~taken[decoy_exploit[decoy]]
-    )
+    placeable = (order >= 0) & decoy_room(state.decoys, fix_bugs)[host, decoy]
     return jnp.where(jnp.any(placeable), decoy[jnp.argmax(placeable)], decoy[0]).astype(jnp.int32)
 
 
