@@ -350,8 +350,8 @@ def load_defender(
         if setup.normalize_obs and (len(paths) > 1 or fingerprint_obs):
             raise ValueError(f"{run_dir} normalises observations; combined runs need raw ones")
         mode = setup.env_params.obs_mode
-        if fingerprint_obs and mode != "extended":
-            raise ValueError(f"{run_dir} sees obs_mode={mode!r}, not extended")
+        if fingerprint_obs and mode not in ("extended", "history"):
+            raise ValueError(f"{run_dir} sees obs_mode={mode!r}, not extended or history")
         if loaded:
             first = loaded[0][0]
             if (mode, setup.obs_shape) != (first.env_params.obs_mode, first.obs_shape):

@@ -71,6 +71,7 @@ def test_registered_and_spaces():
     assert ENV.action_space(PARAMS).n == tb.NUM_ACTIONS == 145
     assert ENV.observation_space(PARAMS).shape == (52,)
     assert ENV.observation_space(PARAMS.replace(obs_mode="extended")).shape == (79,)
+    assert ENV.observation_space(PARAMS.replace(obs_mode="history")).shape == (151,)
     with pytest.raises(ValueError, match="obs_mode"):
         cage.EnvParams(obs_mode="pixels")
 
@@ -274,6 +275,77 @@ def test_extended_observation():
     np.testing.assert_allclose(obs[52 + tb.USER2], 0.5)
     np.testing.assert_allclose(obs[65 + tb.OP_SERVER0], 0.5)
     np.testing.assert_allclose(obs[78], 0.4)
+
+
+@pytest.mark.parametrize(
+    "action, kind, host",
+    [
+        (-1, None, None),  # before the first action
+        (tb.SLEEP, 0, None),
+        (tb.MONITOR, 0, None),
+        (tb.ANALYSE + tb.DEFENDER, 1, tb.DEFENDER),
+        (tb.REMOVE + tb.USER4, 2, tb.USER4),
+        (tb.DECOY + 13 * tb.VSFTPD + tb.USER4, 3, tb.USER4),  # the last decoy id, 131
+        (tb.DECOY + 13 * tb.APACHE + tb.DEFENDER, 3, tb.DEFENDER),  # the first, 28
+        (tb.RESTORE + tb.OP_SERVER0, 4, tb.OP_SERVER0),
+        (tb.NUM_ACTIONS - 1, 4, tb.NUM_HOSTS - 1),
+    ],
+)
+def test_last_action_bits(action, kind, host):
+    bits = np.asarray(cage.last_action_bits(jnp.int32(action)))
+    want = np.zeros(5 + 13, np.float32)
+    if kind is not None:
+        want[kind] = 1
+    if host is not None:
+        want[5 + host] = 1
+    np.testing.assert_array_equal(bits, want)
+
+
+def test_history_observation():
+    params = QUIET.replace(obs_mode="history")
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.USER2, [tb.FEMITTER, tb.TOMCAT]] = True
+    decoys[tb.ENTERPRISE0, tb.HARAKA_SMTP] = True
+    state = _state(
+        decoys=decoys,
+        time=3,
+        last_action=np.int32(tb.DECOY + 13 * tb.TOMCAT + tb.USER2),
+        last_seen=_hosts(tb.USER3),
+    )
+    obs = np.asarray(cage.observe(state, params))
+    assert obs.shape == (cage.HISTORY_DIM,) == (151,)
+    np.testing.assert_array_equal(obs[:79], cage.observe(state, QUIET.replace(obs_mode="extended")))
+    last = obs[79 : 79 + 18]
+    assert last[3] == 1 and last[5 + tb.USER2] == 1 and last.sum() == 2  # Decoy on User2
+    slots = obs[97 : 97 + 41]
+    pairs = list(zip(*(a.tolist() for a in cage.DECOY_SLOTS), strict=True))
+    assert len(pairs) == 41 and all(tb.DECOY_COMPATIBLE[h][d] for h, d in pairs)
+    placed = {(tb.USER2, tb.FEMITTER), (tb.USER2, tb.TOMCAT), (tb.ENTERPRISE0, tb.HARAKA_SMTP)}
+    assert {pairs[i] for i in np.nonzero(slots)[0]} == placed
+    np.testing.assert_array_equal(obs[138:], _hosts(tb.USER3).astype(np.float32))
+    start = cage.initial_state(jax.random.key(1), params)
+    assert np.asarray(cage.observe(start, params))[79:].sum() == 0  # nothing done, nothing seen
+
+
+def test_history_keeps_blue_action_and_latest_red_activity():
+    key = jax.random.key(4)
+    # B_line stage 1 scans User1: the table shows it, and it becomes the latest activity.
+    action = jnp.int32(tb.ANALYSE + tb.ENTERPRISE0)
+    scanned, _, _ = _transition(key, _state(bline_stage=1, known=_hosts(8, 9, 10, 11, 12)),
+                                action, QUIET)  # fmt: skip
+    assert int(scanned.last_action) == int(action)
+    np.testing.assert_array_equal(scanned.last_seen, _hosts(tb.USER1))
+    # Red asleep shows nothing: the marker stays where it was; the last action moves on.
+    quiet, _, _ = _transition(key, scanned.replace(red_agent=jnp.int32(red.SLEEP_AGENT)),
+                              jnp.int32(tb.RESTORE + tb.USER3), QUIET)  # fmt: skip
+    assert int(quiet.activity.sum()) == 0 and int(quiet.last_action) == tb.RESTORE + tb.USER3
+    np.testing.assert_array_equal(quiet.last_seen, _hosts(tb.USER1))
+    # The reduced set's macro is recorded as the CybORG action it played.
+    reduced = QUIET.replace(action_set="reduced", obs_mode="history")
+    macro = tb.REDUCED_KINDS.index("decoy") * len(tb.REDUCED_HOSTS)
+    macro += list(tb.REDUCED_HOSTS).index(tb.USER2)
+    _, after, _, _, _, info = _step(key, _state(), jnp.int32(macro), reduced)
+    assert int(after.last_action) == int(info["blue_action"]) == tb.DECOY + 13 * tb.FEMITTER + tb.USER2
 
 
 def test_scan_and_detected_exploit_show_in_table():

@@ -10,6 +10,7 @@ action layout, services, decoys, rewards).
 from envs.cyber import blue, fingerprint, red, tables
 from envs.cyber.env import (
     EXTENDED_DIM,
+    HISTORY_DIM,
     REWARD_TERMS,
     TABLE_DIM,
     Cage2,
@@ -20,6 +21,7 @@ from envs.cyber.env import (
 
 __all__ = [
     "EXTENDED_DIM",
+    "HISTORY_DIM",
     "REWARD_TERMS",
     "TABLE_DIM",
     "Cage2",

@@ -43,6 +43,13 @@ exploit marks the host User. An SSH brute force that reaches an SSH process show
 (and marks User) even when it fails (the Defender's SSH, an SSHD decoy).
 ``obs_mode="extended"`` appends, float32 [79]: per host the scan history (0 never, 0.5 before,
 1 this step), per host the number of decoys in place / 4, and the step / 100.
+``obs_mode="history"`` appends to that, float32 [151], what a Blue agent knows of its own
+record and the entries fed their networks: the kind of Blue's last CybORG action (one-hot:
+Sleep or Monitor, Analyse, Remove, Decoy, Restore; zeros before the first) and its host
+(one-hot [13], zeros for Sleep and Monitor), which decoy types are in place (one bit per
+compatible host and type, [41] in ``tables.DECOY_COMPATIBLE``'s row-major order), and the host
+of the latest Red activity Blue's table showed (one-hot [13], kept until activity shows
+elsewhere; CardiffUni's persistent scan marker).
 
 Reward (Blue), float32, rounded to 0.1: minus the sum over hosts where Red holds root/SYSTEM
 (with ``fix_bugs``: any shell) (1.0 for Enterprise0-2 and Op_Server0, 0.1 for User1-4,
@@ -107,10 +114,15 @@ from gymnax.environments import environment, spaces
 from envs.cyber import red
 from envs.cyber import tables as tb
 
-OBS_MODES = ("table", "extended")
+OBS_MODES = ("table", "extended", "history")
 ACTION_SETS = ("full", "reduced")  # CybORG's 145 actions | CardiffUni's 36 (tables.REDUCED_*)
 TABLE_DIM = 4 * tb.NUM_HOSTS  # 52
 EXTENDED_DIM = TABLE_DIM + 2 * tb.NUM_HOSTS + 1  # 79
+# Blue's last action: kinds (Sleep/Monitor, Analyse, Remove, Decoy, Restore) and host.
+LAST_KINDS = 5
+DECOY_SLOTS = np.nonzero(np.asarray(tb.DECOY_COMPATIBLE))  # (host, type) pairs, row-major: 41
+HISTORY_DIM = EXTENDED_DIM + LAST_KINDS + 2 * tb.NUM_HOSTS + len(DECOY_SLOTS[0])  # 151
+OBS_DIMS = {"table": TABLE_DIM, "extended": EXTENDED_DIM, "history": HISTORY_DIM}
 EPISODE_LENGTHS = np.array([30, 50, 100], np.int32)  # drawn when max_steps_in_episode <= 0
 
 # Blue table codes (int32) and their bits.
@@ -128,7 +140,7 @@ class EnvParams(struct.PyTreeNode):
     max_steps_in_episode: int = 100  # episode length; <= 0 draws 30, 50 or 100 per episode
     fix_bugs: bool = False  # False keeps CybORG 2.1's score-changing bugs
     green_agent: bool = False  # True: CybORG's GreenAgent port-scans half the time
-    obs_mode: str = struct.field(pytree_node=False, default="table")  # table | extended
+    obs_mode: str = struct.field(pytree_node=False, default="table")  # table|extended|history
     action_set: str = struct.field(pytree_node=False, default="full")  # full | reduced
 
     def __post_init__(self):
@@ -161,6 +173,8 @@ class EnvState(struct.PyTreeNode):
     activity: jax.Array  # [13] int32, Blue table activity this step (ACT_*)
     compromised: jax.Array  # [13] int32, Blue table compromised column (COMP_*)
     scan_history: jax.Array  # [13] int32, 0 never scanned, 1 before, 2 this step
+    last_action: jax.Array  # () int32, Blue's last CybORG action (-1 before the first)
+    last_seen: jax.Array  # [13] bool, where Blue's table last showed Red activity
 
 
 class RedOutcome(struct.PyTreeNode):
@@ -500,8 +514,20 @@ def reward_terms(
     return {"access": access, "impact": impact, "restore": restore}
 
 
+def last_action_bits(action: jax.Array) -> jax.Array:
+    """Blue's last CybORG action ``action`` (int32 (), -1 for none) as float32 [5 + 13]: its
+    kind one-hot (Sleep or Monitor, Analyse, Remove, Decoy, Restore) and its host one-hot."""
+    first = jnp.asarray([tb.SLEEP, tb.ANALYSE, tb.REMOVE, tb.DECOY, tb.RESTORE, tb.NUM_ACTIONS])
+    kinds = (action >= first[:-1]) & (action < first[1:])  # [5]
+    # Analyse, Remove, each decoy type and Restore are blocks of 13 from Analyse's first id.
+    host = (action - tb.ANALYSE) % tb.NUM_HOSTS
+    hosts = (action >= tb.ANALYSE) & (jnp.arange(tb.NUM_HOSTS) == host)
+    return jnp.concatenate([kinds, hosts]).astype(jnp.float32)
+
+
 def observe(state: EnvState, params: EnvParams) -> jax.Array:
-    """Blue's observation: float32 [52] (table) or [79] (extended), see the module docstring."""
+    """Blue's observation: float32 [52] (table), [79] (extended) or [151] (history), see the
+    module docstring."""
     # Activity None 00 / Scan 10 / Exploit 11, compromised No 00 / Unknown 10 / User 01 /
     # Privileged 11, computed from the codes.
     act, comp = state.activity, state.compromised
@@ -514,6 +540,12 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
         jnp.sum(state.decoys, axis=1).astype(jnp.float32) / 4.0,
         (state.time.astype(jnp.float32) / 100.0)[None],
     ]
+    if params.obs_mode == "history":
+        extra += [
+            last_action_bits(state.last_action),
+            state.decoys[DECOY_SLOTS].astype(jnp.float32),
+            state.last_seen.astype(jnp.float32),
+        ]
     return jnp.concatenate([table, *extra])
 
 
@@ -555,6 +587,8 @@ def initial_state_from(u: jax.Array, params: EnvParams) -> EnvState:
         activity=zeros,
         compromised=zeros,
         scan_history=zeros,
+        last_action=jnp.int32(-1),
+        last_seen=no_hosts,
     )
 
 
@@ -622,6 +656,8 @@ def transition_with(
         time=state.time + 1,
         compromised=compromised,
         scan_history=scan_history,
+        last_action=jnp.asarray(action, jnp.int32),
+        last_seen=jnp.where(jnp.any(seen), seen, state.last_seen),
         bline_stage=bline_stage.astype(jnp.int32),
         meander=red.update_belief(state.meander, kind, target, outcome.success),
     )
@@ -633,7 +669,8 @@ class Cage2(environment.Environment[EnvState, EnvParams]):
 
     A single-agent :class:`envs.protocols.Env` (one Blue agent; no renderer).
 
-    - Observation: float32 [52] (``obs_mode="table"``) or [79] (``"extended"``).
+    - Observation: float32 [52] (``obs_mode="table"``), [79] (``"extended"``) or [151]
+      (``"history"``).
     - Action: ``Discrete(145)``, CybORG's Blue action order; ``Discrete(36)`` with
       ``action_set="reduced"`` (:func:`expand_action`).
     - Reward: float32 (), Blue's CAGE-2 reward rounded to 0.1; terms in ``info["reward_terms"]``.
@@ -662,8 +699,7 @@ class Cage2(environment.Environment[EnvState, EnvParams]):
 
     def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
         params = self.default_params if params is None else params
-        dim = TABLE_DIM if params.obs_mode == "table" else EXTENDED_DIM
-        return spaces.Box(0.0, 1.0, (dim,), jnp.float32)
+        return spaces.Box(0.0, 1.0, (OBS_DIMS[params.obs_mode],), jnp.float32)
 
     def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
         state = initial_state(key, params)

@@ -49,7 +49,8 @@ def update_verdict(verdict: jax.Array, obs: jax.Array, is_first: jax.Array) -> j
 
     Args:
       verdict: int32 ``[N]``, ``UNDECIDED`` or a Red index, per env row.
-      obs: float32 ``[N, 79]`` extended observations (``obs_mode="extended"``).
+      obs: float32 ``[N, 79]`` extended observations (``obs_mode="extended"``; ``"history"``'s
+        ``[N, 151]`` begin with the same 79).
       is_first: bool ``[N]``, the row starts an episode (its old verdict is dropped).
 
     Returns:
