@@ -345,7 +345,8 @@ def test_history_keeps_blue_action_and_latest_red_activity():
     macro = tb.REDUCED_KINDS.index("decoy") * len(tb.REDUCED_HOSTS)
     macro += list(tb.REDUCED_HOSTS).index(tb.USER2)
     _, after, _, _, _, info = _step(key, _state(), jnp.int32(macro), reduced)
-    assert int(after.last_action) == int(info["blue_action"]) == tb.DECOY + 13 * tb.FEMITTER + tb.USER2
+    femitter_user2 = tb.DECOY + 13 * tb.FEMITTER + tb.USER2
+    assert int(after.last_action) == int(info["blue_action"]) == femitter_user2
 
 
 def test_scan_and_detected_exploit_show_in_table():
