@@ -11,6 +11,9 @@ and restarts its counts:
     eval/<lane>/games    matches counted
     eval/<lane>/win, /draw, /loss   (two-team envs reporting outcomes)
     eval/<lane>/elo      Elo implied by the score (draws half) against a 1500 opponent
+    eval/return_sum      the lanes' mean returns summed, reported when every lane has an
+                         episode (a benchmark's total over its cells, e.g. CAGE-2's six
+                         Red x length cells; a PBT ``metric``)
 """
 
 from __future__ import annotations
@@ -118,13 +121,16 @@ class EvalLanes(Feature):
                     )
                 score = (win + 0.5 * draw) / per_game
                 metrics[f"eval/{lane}/elo"] = Scalar.of(elo_from_score(score), weight)
+        every_lane = (report & jnp.all(state.episodes > 0)).astype(jnp.float32)
+        mean_returns = state.return_sum / jnp.maximum(state.episodes, 1.0)  # [Ln]
+        metrics["eval/return_sum"] = Scalar.of(jnp.sum(mean_returns), every_lane)
         fresh = self.init(None, None)
         state = jax.tree.map(lambda new, old: jnp.where(report, new, old), fresh, state)
         return state, FeatureOutput.of(metrics)
 
     def metric_specs(self) -> tuple[MetricSpec, ...]:
-        """Per lane: the last report of the chunk."""
-        specs = []
+        """Per lane and their sum: the last report of the chunk."""
+        specs = [MetricSpec("eval/return_sum", "last")]
         for lane in self.names:
             specs += [
                 MetricSpec(f"eval/{lane}/games", "last"),

@@ -291,6 +291,8 @@ def test_evaluation_lanes_report_and_never_train(chunks):
         assert metrics[f"eval/{lane}/elo"] == pytest.approx(
             float(elo_from_score(np.float64(win + 0.5 * draw))), abs=0.05
         )
+    returns = [metrics[f"eval/{lane}/return"] for lane in ("rule_1v1", "rule_3v3")]
+    assert metrics["eval/return_sum"] == pytest.approx(sum(returns), abs=1e-5)
     # Training episodes exclude the lanes: 4 rollouts of 8 envs x 16 steps, 24-step matches.
     assert history[0]["metrics"]["rollout/episodes"] <= NUM_ENVS * 3 * (4 * STEPS) / 24 + 1e-6
 
