@@ -68,7 +68,7 @@ MIXES = {
     "remove_mix": (0.2, 0.0, 0.1, 0.6, 0.05, 0.05),
     "decoy_mix": (0.1, 0.0, 0.05, 0.05, 0.78, 0.02),
 }
-BLUES = ("sleep", "react_restore", "react_decoy", *MIXES)
+BLUES = ("sleep", "react_restore", "react_decoy", *MIXES, "policy")
 
 
 class MixBlue:
@@ -81,8 +81,8 @@ class MixBlue:
     def reset(self) -> None:
         pass
 
-    def act(self, obs: np.ndarray) -> int:
-        del obs
+    def act(self, obs: np.ndarray, success: bool | None = None) -> int:
+        del obs, success
         kind = self.rng.choice(len(KINDS), p=self.weights / self.weights.sum())
         first = sum(KIND_SIZES[:kind])
         return int(first + self.rng.integers(KIND_SIZES[kind]))
@@ -100,7 +100,8 @@ class ScriptedBlue:
         self.plan = list(DECOY_HOSTS)
         self.placed = dict.fromkeys(HOST_DECOYS, 0)
 
-    def act(self, obs: np.ndarray) -> int:
+    def act(self, obs: np.ndarray, success: bool | None = None) -> int:
+        del success
         if self.name == "sleep":
             return 0
         self.pending |= np.asarray(obs[:52]).reshape(13, 4)[:, 3] == 1
@@ -115,6 +116,119 @@ class ScriptedBlue:
             if self.placed[host] <= len(options):
                 return DECOY + 13 * DECOY_TYPES.index(options[self.placed[host] - 1]) + host
         return 0
+
+
+class PolicyBlue:
+    """A trained jaxrl defender (``bench.cyber_export``'s ``.npz``), played with numpy only.
+
+    It rebuilds jaxrl's observation (``envs.cyber.env.observe``) from what a Blue agent has in
+    CybORG: the 52-bit table, its own actions and their success (a decoy is in place once
+    CybORG reports its Decoy action succeeded, until a Restore of the host), and the step. It
+    runs the network (MLP torso, GRU, actor head) and takes the most probable action, as
+    ``bench.cyber_defender`` does; a reduced-set decoy macro places the host's first decoy in
+    the exported greedy order that is not in place and whose port no decoy in place holds.
+    Call :meth:`reset` per episode and :meth:`act` with each observation and whether the
+    previous action succeeded.
+    """
+
+    HOSTS, DECOYS = 13, 8
+    SLEEP, ANALYSE, REMOVE, DECOY, RESTORE, ACTIONS = 0, 2, 15, 28, 132, 145
+
+    def __init__(self, path: str, fix_bugs: bool = False):
+        data = np.load(path)
+        self.params = {k[len("params/") :]: data[k] for k in data.files if k.startswith("params/")}
+        self.obs_mode = str(data["obs_mode"])
+        self.action_set = str(data["action_set"])
+        self.activation = {"tanh": np.tanh, "relu": lambda x: np.maximum(x, 0.0)}[
+            str(data["activation"])
+        ]
+        self.core = str(data["core"])
+        self.core_name = "core" if bool(data["shared_torso"]) else "actor_core"
+        self.torso_layers = int(data["torso_layers"])
+        self.reduced_first = data["reduced_first"]
+        self.reduced_hosts = data["reduced_hosts"]
+        self.decoy_order = data["decoy_order"]
+        self.compatible = data["decoy_compatible"]
+        self.decoy_exploit = data["decoy_exploit_fixed" if fix_bugs else "decoy_exploit_2_1"]
+        self.slots = np.nonzero(self.compatible)
+        self.reset()
+
+    def reset(self) -> None:
+        size = self.params[f"{self.core_name}/input/bias"].shape[0] // 3 if self.core == "gru" else 0
+        self.hidden = np.zeros(size, np.float32)
+        self.time = 0
+        self.scan_history = np.zeros(self.HOSTS, np.int64)  # 0 never, 1 before, 2 this step
+        self.decoys = np.zeros((self.HOSTS, self.DECOYS), bool)
+        self.last_action = -1
+        self.last_seen = np.zeros(self.HOSTS, bool)
+
+    def _record(self, table: np.ndarray, success: bool | None) -> None:
+        """The previous action's outcome and the table's activity into the bookkeeping."""
+        a = self.last_action
+        if self.DECOY <= a < self.RESTORE and success:
+            self.decoys[(a - self.DECOY) % self.HOSTS, (a - self.DECOY) // self.HOSTS] = True
+        if a >= self.RESTORE:
+            self.decoys[a - self.RESTORE] = False
+        seen = np.asarray(table[:52]).reshape(self.HOSTS, 4)[:, 0] == 1
+        self.scan_history = np.where(seen, 2, np.minimum(self.scan_history, 1))
+        if seen.any():
+            self.last_seen = seen
+
+    def observation(self, table: np.ndarray) -> np.ndarray:
+        """jaxrl's observation, float32 [52], [79] or [151], from the bookkeeping."""
+        parts = [np.asarray(table[:52], np.float32)]
+        if self.obs_mode != "table":
+            parts += [
+                self.scan_history / 2.0,
+                self.decoys.sum(axis=1) / 4.0,
+                [self.time / 100.0],
+            ]
+        if self.obs_mode == "history":
+            a = self.last_action
+            first = [self.SLEEP, self.ANALYSE, self.REMOVE, self.DECOY, self.RESTORE, self.ACTIONS]
+            kinds = [first[k] <= a < first[k + 1] for k in range(5)]
+            hosts = (np.arange(self.HOSTS) == (a - self.ANALYSE) % self.HOSTS) & (a >= self.ANALYSE)
+            parts += [kinds, hosts, self.decoys[self.slots], self.last_seen]
+        return np.concatenate([np.asarray(p, np.float32) for p in parts])
+
+    def _dense(self, name: str, x: np.ndarray) -> np.ndarray:
+        return x @ self.params[f"{name}/kernel"] + self.params[f"{name}/bias"]
+
+    def logits(self, obs: np.ndarray) -> np.ndarray:
+        """One step of the network from the carried GRU state (which it advances)."""
+        x = obs
+        for i in range(self.torso_layers):
+            x = self.activation(self._dense(f"actor_torso/Dense_{i}", x))
+        if self.core == "gru":
+            h = self.hidden
+            xr, xz, xn = np.split(self._dense(f"{self.core_name}/input", x), 3)
+            hr, hz, hn = np.split(self._dense(f"{self.core_name}/cell/hidden", h), 3)
+            r = 1.0 / (1.0 + np.exp(-(xr + hr)))
+            z = 1.0 / (1.0 + np.exp(-(xz + hz)))
+            n = np.tanh(xn + r * hn)
+            self.hidden = x = (1.0 - z) * n + z * h
+        return self._dense("actor_head", x)
+
+    def cyborg_action(self, action: int) -> int:
+        """CybORG's action id for the network's ``action`` (``envs.cyber.env.expand_action``)."""
+        if self.action_set == "full":
+            return int(action)
+        kind, slot = divmod(int(action), len(self.reduced_hosts))
+        host = int(self.reduced_hosts[slot])
+        offset = 0
+        if self.reduced_first[kind] == self.DECOY:
+            held = set(self.decoy_exploit[self.decoys[host]].tolist())  # lured exploits (ports)
+            order = [d for d in self.decoy_order[host] if d >= 0]
+            free = [d for d in order if self.compatible[host, d] and self.decoy_exploit[d] not in held]
+            offset = self.HOSTS * (free[0] if free else order[0])
+        return int(self.reduced_first[kind] + offset + host)
+
+    def act(self, obs: np.ndarray, success: bool | None = None) -> int:
+        self._record(obs, success)
+        action = int(np.argmax(self.logits(self.observation(obs))))
+        self.last_action = self.cyborg_action(action)
+        self.time += 1
+        return self.last_action
 
 
 TABLE_STATES = ("scan", "exploit", "unknown", "user", "privileged")  # table_rates' columns
@@ -142,12 +256,29 @@ def table_rates(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return per_episode.mean(axis=0), se
 
 
+def make_blue(blue: str, seed: int, policy: str | None = None, fix_bugs: bool = False):
+    """The Blue named ``blue`` (``policy``: the ``.npz`` of ``bench.cyber_export``)."""
+    if blue == "policy":
+        if not policy:
+            raise ValueError("--blue policy needs --policy FILE.npz (bench.cyber_export)")
+        return PolicyBlue(policy, fix_bugs)
+    return MixBlue(blue, seed) if blue in MIXES else ScriptedBlue(blue)
+
+
 def run(
-    red: str, blue: str, episodes: int, seed: int, tables: np.ndarray | None = None
+    red: str,
+    blue: str,
+    episodes: int,
+    seed: int,
+    tables: np.ndarray | None = None,
+    policy: str | None = None,
+    fix_bugs: bool = False,
 ) -> np.ndarray:
     """Blue's returns after 30, 50 and 100 steps, float [episodes, 3].
 
     ``tables``, int8 [episodes, 100, 52] if given, receives Blue's table after every step.
+    ``policy`` and ``fix_bugs``: the ``--blue policy`` defender and the bug setting its decoy
+    macro assumes (the CybORG on the path decides the rules).
     """
     from CybORG import CybORG  # noqa: I001 (only in the peer's environment)
     from CybORG.Agents import B_lineAgent, RedMeanderAgent, SleepAgent
@@ -159,15 +290,16 @@ def run(
     path = str(inspect.getfile(CybORG))[:-10] + "/Shared/Scenarios/Scenario2.yaml"
     wrapper = ChallengeWrapper(env=CybORG(path, "sim", agents={"Red": agents[red]}),
                                agent_name="Blue")  # fmt: skip
-    agent = MixBlue(blue, seed) if blue in MIXES else ScriptedBlue(blue)
+    agent = make_blue(blue, seed, policy, fix_bugs)
     returns = np.zeros((episodes, len(LENGTHS)))
     for episode in range(episodes):
         obs = wrapper.reset()
         obs = obs[0] if isinstance(obs, tuple) else obs  # 2.1 returns obs, the fixed one a pair
         agent.reset()
-        total = 0.0
+        total, success = 0.0, None
         for t in range(max(LENGTHS)):
-            obs, reward = wrapper.step(agent.act(obs))[:2]
+            obs, reward = wrapper.step(agent.act(obs, success))[:2]
+            success = str(wrapper.get_observation("Blue").get("success")) == "TRUE"
             total += reward
             if tables is not None:
                 tables[episode, t] = np.asarray(obs[:52])
@@ -186,9 +318,17 @@ def main() -> None:
     parser.add_argument(
         "--table", action="store_true", help="also print how often each table state shows"
     )
+    parser.add_argument("--policy", help="--blue policy: a bench.cyber_export .npz")
+    parser.add_argument(
+        "--fix-bugs", action="store_true", help="--blue policy: its decoy macro's bug setting"
+    )
     args = parser.parse_args()
+    if args.blue == "policy" and not args.policy:
+        parser.error("--blue policy needs --policy FILE.npz (bench.cyber_export)")
     tables = np.zeros((args.episodes, max(LENGTHS), 52), np.int8) if args.table else None
-    returns = run(args.red, args.blue, args.episodes, args.seed, tables)
+    returns = run(
+        args.red, args.blue, args.episodes, args.seed, tables, args.policy, args.fix_bugs
+    )
     if tables is not None:
         mean, se = table_rates(tables)
         row = {"bugs": args.tag, "red": args.red, "blue": args.blue, "episodes": args.episodes,
@@ -198,7 +338,8 @@ def main() -> None:
     for i, length in enumerate(LENGTHS):
         values = returns[:, i]
         row = {"bugs": args.tag, "red": args.red, "blue": args.blue, "steps": length,
-               "episodes": args.episodes, "mean": round(float(values.mean()), 2),
+               "policy": args.policy, "episodes": args.episodes,
+               "mean": round(float(values.mean()), 2),
                "se": round(float(values.std(ddof=1) / np.sqrt(len(values))), 2)}  # fmt: skip
         print("RESULT", json.dumps(row), flush=True)
 
