@@ -154,7 +154,8 @@ class PolicyBlue:
         self.reset()
 
     def reset(self) -> None:
-        size = self.params[f"{self.core_name}/input/bias"].shape[0] // 3 if self.core == "gru" else 0
+        gru = self.core == "gru"
+        size = self.params[f"{self.core_name}/input/bias"].shape[0] // 3 if gru else 0
         self.hidden = np.zeros(size, np.float32)
         self.time = 0
         self.scan_history = np.zeros(self.HOSTS, np.int64)  # 0 never, 1 before, 2 this step
@@ -219,7 +220,9 @@ class PolicyBlue:
         if self.reduced_first[kind] == self.DECOY:
             held = set(self.decoy_exploit[self.decoys[host]].tolist())  # lured exploits (ports)
             order = [d for d in self.decoy_order[host] if d >= 0]
-            free = [d for d in order if self.compatible[host, d] and self.decoy_exploit[d] not in held]
+            free = [
+                d for d in order if self.compatible[host, d] and self.decoy_exploit[d] not in held
+            ]
             offset = self.HOSTS * (free[0] if free else order[0])
         return int(self.reduced_first[kind] + offset + host)
 
@@ -326,9 +329,7 @@ def main() -> None:
     if args.blue == "policy" and not args.policy:
         parser.error("--blue policy needs --policy FILE.npz (bench.cyber_export)")
     tables = np.zeros((args.episodes, max(LENGTHS), 52), np.int8) if args.table else None
-    returns = run(
-        args.red, args.blue, args.episodes, args.seed, tables, args.policy, args.fix_bugs
-    )
+    returns = run(args.red, args.blue, args.episodes, args.seed, tables, args.policy, args.fix_bugs)
     if tables is not None:
         mean, se = table_rates(tables)
         row = {"bugs": args.tag, "red": args.red, "blue": args.blue, "episodes": args.episodes,
