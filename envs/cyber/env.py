@@ -87,7 +87,10 @@ Simplifications (``bench.cyber_fidelity`` checks the scores that follow from the
 - Impact needs root on Op_Server0 (CybORG: any Red session there once an escalation found the
   OT service; the scripted Reds only impact after escalating there).
 - Detection of a failed exploit: a brute force that reaches an SSH process shows as Exploit,
-  another decoy hit as Scan; any other failure shows nothing.
+  another decoy hit as Scan; any other failure shows nothing. CybORG's table reads a host's
+  new processes of the step together, Blue's own new decoy among them: a decoy hit on a host
+  where Blue placed a decoy in the same step shows as Exploit and marks the host User (three
+  items on one port), and a missed exploit there shows nothing (the decoy's service first).
   Impact and privilege escalation show nothing.
 - Decoy compatibility is the host's initial one; a decoy also refuses a port another decoy
   already holds (Femitter/Vsftpd on 21 when fixed, Apache/Vsftpd on 80 in 2.1).
@@ -184,6 +187,8 @@ class RedOutcome(struct.PyTreeNode):
     success: jax.Array  # () bool
     exploit_seen: jax.Array  # [13] bool, a detected successful exploit (Blue marks User)
     brute_force: jax.Array  # () bool, the exploit was SSHBruteForce
+    decoy_hit: jax.Array  # [13] bool, an exploit ran into a decoy (two connections, one port)
+    unseen_exploit: jax.Array  # [13] bool, a successful exploit Monitor missed (one connection)
 
 
 def _bug_tables(fix_bugs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -470,6 +475,8 @@ def apply_red(
         success=success,
         exploit_seen=at & exploit_shows,
         brute_force=is_exploit & (choice == tb.SSH),
+        decoy_hit=at & is_exploit & hits_decoy,
+        unseen_exploit=at & exploited & ~exploit_shows,
     )
 
 
@@ -634,15 +641,27 @@ def transition_with(
     outcome = apply_red(draws, after_blue, kind, target, fix_bugs)
     after_red = outcome.state
 
+    # CybORG's Blue table classifies a host's new processes of the step together, and a decoy
+    # Blue placed this step is one of them (a service, listed first, no connection): with a
+    # decoy hit's two connections on one port that makes three on one port, read as an Exploit
+    # (the host marked User); before a missed exploit's single connection it reads as None.
+    placed_now = jnp.any(after_blue.decoys & ~state.decoys, axis=1)  # [13]
+    lure_seen = outcome.decoy_hit & placed_now
+    red_seen = outcome.exploit_seen | lure_seen
+    red_activity = jnp.where(
+        lure_seen,
+        ACT_EXPLOIT,
+        jnp.where(outcome.unseen_exploit & placed_now, ACT_NONE, after_red.activity),
+    )
     green_scan = green_scan_target(draws, params.green_agent)
     # A green scan on the host Red exploits makes CybORG 2.1's table read the exploit as a
     # scan (its scan test comes first); brute force stays visible (one port).
     hidden = green_scan & ~fix_bugs & ~outcome.brute_force
-    exploit_seen = outcome.exploit_seen & ~hidden
+    exploit_seen = red_seen & ~hidden
     activity = jnp.where(
-        green_scan & (after_red.activity != ACT_EXPLOIT) | (outcome.exploit_seen & hidden),
+        green_scan & (red_activity != ACT_EXPLOIT) | (red_seen & hidden),
         ACT_SCAN,
-        after_red.activity,
+        red_activity,
     ).astype(jnp.int32)
     after_red = after_red.replace(activity=activity)
     compromised = update_table(after_blue, blue, exploit_seen)
