@@ -751,6 +751,55 @@ def test_decoy_seen_in_scan_stops_exploit_and_restore_clears_it():
     assert not np.asarray(restored.decoys).any()
 
 
+def test_decoy_placed_in_the_step_of_a_decoy_hit_shows_as_exploit():
+    # CybORG's table reads a host's new processes of the step together. A decoy hit is two
+    # connections on one port (Scan); with the decoy Blue places there in the same step it is
+    # three items on one port: Exploit, and the host is marked User (found by playing a trained
+    # defender in real CybORG: it restored Enterprise1 again and again).
+    held = _hosts(tb.USER0, tb.ENTERPRISE2, value=2, dtype=np.int32)  # the route to Op_Server0
+    ports = np.zeros((13, 8), bool)
+    ports[tb.OP_SERVER0, tb.HARAKA] = True  # Red's last scan saw Haraka there
+    haraka = np.zeros((13, 8), bool)
+    haraka[tb.OP_SERVER0, tb.HARAKA_SMTP] = True
+    cases = [  # (decoys before the step, Blue's action, activity, compromised)
+        (haraka, jnp.int32(0), cage.ACT_SCAN, cage.COMP_NO),  # in place before: a scan
+        (np.zeros((13, 8), bool), _decoy(tb.HARAKA_SMTP, tb.OP_SERVER0), cage.ACT_EXPLOIT,
+         cage.COMP_USER),  # placed now, hit now
+        (haraka, _decoy(tb.APACHE, tb.OP_SERVER0), cage.ACT_EXPLOIT, cage.COMP_USER),
+        (haraka, _decoy(tb.HARAKA_SMTP, tb.ENTERPRISE0), cage.ACT_SCAN, cage.COMP_NO),
+        (haraka, _decoy(tb.HARAKA_SMTP, tb.OP_SERVER0), cage.ACT_SCAN, cage.COMP_NO),  # refused
+    ]  # fmt: skip
+    for fix_bugs in (False, True):
+        for decoys, action, activity, compromised in cases:
+            state = _state(bline_stage=12, access=held, red_ports=ports, decoys=decoys)
+            params = QUIET.replace(fix_bugs=fix_bugs)
+            after, _, success = _transition(jax.random.key(0), state, action, params)
+            assert not bool(success) and int(after.access[tb.OP_SERVER0]) == 0
+            assert int(after.activity[tb.OP_SERVER0]) == activity
+            assert int(after.compromised[tb.OP_SERVER0]) == compromised
+
+
+def test_missed_exploit_behind_a_new_decoy_shows_nothing():
+    # A successful exploit Monitor misses (5%) leaves one connection: a Scan; with a decoy
+    # Blue placed on the host in the same step listed first, the table reads None.
+    ports = np.zeros((13, 8), bool)
+    ports[tb.USER1, tb.FTP] = True
+    state = _state(bline_stage=2, red_ports=ports)
+
+    def shown(i):
+        return int(_transition(jax.random.key(i), state, jnp.int32(0), QUIET)[0].activity[tb.USER1])
+
+    missed = [i for i in range(200) if shown(i) == cage.ACT_SCAN]
+    assert 2 <= len(missed) <= 25  # about 5% of 200
+    for i in missed[:3]:
+        after, _, success = _transition(
+            jax.random.key(i), state, _decoy(tb.APACHE, tb.USER1), QUIET
+        )
+        assert bool(success) and bool(after.decoys[tb.USER1, tb.APACHE])
+        assert int(after.activity[tb.USER1]) == cage.ACT_NONE
+        assert int(after.compromised[tb.USER1]) == cage.COMP_NO
+
+
 def test_decoy_placed_after_the_scan_is_not_chosen():
     # Red scanned Op_Server0 (SSH only); Blue then put a Haraka decoy there.
     state = _state(bline_stage=12, access=_hosts(tb.USER0, tb.ENTERPRISE2, value=2, dtype=np.int32))
