@@ -28,6 +28,13 @@ and the reference's: ``max(3 * SE, 3% of the reference)`` for the scripted Blues
 B_line and Meander, whose references are 200-800 CybORG episodes a cell (``MIX_REFERENCE``);
 a mix against a sleeping Red is held to 3 SE of the exact mean of its restore costs.
 
+``--policies`` also plays trained defenders (``bench/cage2_defenders/NAME.npz``, written by
+``bench.cyber_export``) through ``bench.cyber_peer.PolicyBlue``, the same numpy player that
+``cyber_peer.py --blue policy`` runs in real CybORG, against the CybORG scores committed in
+``bench/cage2_cyborg_policy_reference.json`` (:func:`policy_fidelity`; 95% interval or 5%). A
+trained defender finds what no scripted or blind Blue exercises: the first such check found
+one (a decoy hit where Blue placed a decoy in the same step reads as an Exploit).
+
 ``--table`` also compares Blue's table (:func:`table_fidelity`): how often each host's row shows
 Scan, Exploit, Unknown, User or Privileged under three blind mixes, against real CybORG's
 (``bench/cyber_peer.py --table``, committed in ``bench/cage2_cyborg_table_reference.json``).
@@ -48,7 +55,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from bench.cyber_peer import TABLE_STATES, table_rates  # numpy only (CybORG: inside its run())
+from bench.cyber_peer import (  # numpy only (CybORG: inside its run())
+    TABLE_STATES,
+    PolicyBlue,
+    table_rates,
+)
 from envs.cyber import blue as blue_policies
 from envs.cyber import red as red_agents
 from envs.cyber import tables as tb
@@ -253,6 +264,69 @@ def table_fidelity(num_episodes: int, seed: int) -> list[dict]:
     return rows
 
 
+# Trained defenders in real CybORG (bench/cyber_peer.py --blue policy), one cell per (bugs,
+# Red, defender, length); the defenders' weights are bench/cage2_defenders/NAME.npz.
+POLICY_REFERENCE_JSON = Path(__file__).with_name("cage2_cyborg_policy_reference.json")
+DEFENDERS_DIR = Path(__file__).with_name("cage2_defenders")
+
+
+def policy_returns(path: Path, red_name: str, num_episodes: int, seed: int, fix_bugs: bool):
+    """A defender's returns after 30, 50 and 100 steps in jaxrl's CAGE2, float64 [3, N].
+
+    ``num_episodes`` vmapped envs step together (CybORG's actions, the table observation);
+    one :class:`bench.cyber_peer.PolicyBlue` per episode reads each env's table and whether
+    its last Decoy placed a decoy (CybORG's success flag), as it does in CybORG.
+    """
+    env, params = envs.make(
+        "CAGE2", max_steps_in_episode=max(LENGTHS), fix_bugs=fix_bugs,
+        red_agent=RED_INDEX[red_name],
+    )  # fmt: skip
+    step = _vmapped_step(env)
+    key_reset, key_steps = jax.random.split(jax.random.key(seed))
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(
+        jax.random.split(key_reset, num_episodes), params
+    )
+    blues = [PolicyBlue(str(path), fix_bugs) for _ in range(num_episodes)]
+    success = np.zeros(num_episodes, bool)
+    rewards = np.zeros((max(LENGTHS), num_episodes))
+    for t, key in enumerate(jax.random.split(key_steps, max(LENGTHS))):
+        table = np.asarray(obs)
+        actions = np.asarray([b.act(table[i], success[i]) for i, b in enumerate(blues)])
+        before = state.decoys
+        obs, state, reward, _, _, _ = step(jax.random.split(key, num_episodes), state,
+                                           jnp.asarray(actions, jnp.int32), params)  # fmt: skip
+        success = np.asarray(jnp.any(state.decoys & ~before, axis=(1, 2)))
+        rewards[t] = np.asarray(reward)
+    cumulative = np.cumsum(rewards, axis=0)
+    return np.stack([cumulative[n - 1] for n in LENGTHS])
+
+
+@functools.cache
+def _vmapped_step(env):
+    return jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+
+
+def policy_fidelity(num_episodes: int, seed: int, z: float = 1.96) -> list[dict]:
+    """Every trained-defender reference cell, ours beside CybORG's (max(z SE, 5%))."""
+    with open(POLICY_REFERENCE_JSON) as f:
+        references = json.load(f)["cells"]
+    runs = sorted({(c["bugs"], c["red"], c["blue"]) for c in references})
+    cells = {(c["bugs"], c["red"], c["blue"], c["steps"]): c for c in references}
+    rows = []
+    for i, (bugs, red_name, blue_name) in enumerate(runs):
+        path = DEFENDERS_DIR / f"{blue_name.removeprefix('policy:')}.npz"
+        returns = policy_returns(path, red_name, num_episodes, seed + i, BUGS[bugs])
+        for length, values in zip(LENGTHS, returns, strict=True):
+            mean = float(values.mean())
+            se = float(values.std(ddof=1) / math.sqrt(len(values)))
+            ref = cells[(bugs, red_name, blue_name, length)]
+            ok = within(mean, se, ref["mean"], ref["se"], z, 0.05)
+            rows.append({"bugs": bugs, "red": red_name, "blue": blue_name, "steps": length,
+                         "mean": mean, "se": se, "cyborg": ref["mean"],
+                         "cyborg_se": ref["se"], "ok": ok})  # fmt: skip
+    return rows
+
+
 def format_table(rows: list[dict]) -> str:
     """Markdown table of the cells."""
     lines = [
@@ -260,12 +334,13 @@ def format_table(rows: list[dict]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        ref = f"{r['cyborg']:.1f} +- {r['cyborg_se']:.1f}" if "cyborg" in r else ""
+        d = 2 if abs(r["mean"]) < 100 else 1  # a defender's cells: two decimals
+        ref = f"{r['cyborg']:.{d}f} +- {r['cyborg_se']:.{d}f}" if "cyborg" in r else ""
         ok = ("yes" if r["ok"] else "**NO**") if "ok" in r else ""
         pub = f"{r['published']:g} +- {r['published_se']:g}" if "published" in r else ""
         lines.append(
             f"| {r['bugs']} | {r['red']} | {r['blue']} | {r['steps']} "
-            f"| {r['mean']:.1f} +- {r['se']:.1f} | {ref} | {ok} | {pub} |"
+            f"| {r['mean']:.{d}f} +- {r['se']:.{d}f} | {ref} | {ok} | {pub} |"
         )
     return "\n".join(lines)
 
@@ -297,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--table", action="store_true", help="also check the table-state rates (blind mixes)"
     )
+    parser.add_argument(
+        "--policies", action="store_true", help="also check the trained defenders' cells"
+    )
     args = parser.parse_args(argv)
     blues = tuple(args.blues.split(","))
     unknown = sorted(set(blues) - set(BLUES))
@@ -318,6 +396,12 @@ def main(argv: list[str] | None = None) -> int:
         table_rows = table_fidelity(args.episodes, args.seed)
         print(format_table_states(table_rows))
         failed += [r for r in table_rows if not r["ok"]]
+    if args.policies:
+        policy_rows = policy_fidelity(args.episodes, args.seed)
+        print("\ntrained defenders (bench/cage2_defenders), max(1.96 SE, 5%):")
+        print(format_table(policy_rows))
+        failed += [r for r in policy_rows if not r["ok"]]
+        rows += policy_rows
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"episodes": args.episodes, "seed": args.seed, "cells": rows}, f, indent=1)
