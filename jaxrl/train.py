@@ -182,7 +182,11 @@ def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
             done.set()
 
     threading.Thread(target=work, name="jaxrl-worker", daemon=True).start()
-    done.wait()
+    # Poll: a signal the kernel hands to another thread (XLA's, the worker) does not interrupt
+    # this wait, and its Python handler runs only when the main thread wakes. Without a timeout
+    # a held chunk never woke it (a CI run hung 13 minutes on a lost SIGINT).
+    while not done.wait(0.1):
+        pass
     if "error" in box:
         raise box["error"]
     return box["value"]
