@@ -164,9 +164,10 @@ def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` on a worker thread while the main thread waits, able to run handlers.
 
     Python runs a signal handler only when the main thread executes bytecode, and an XLA
-    compile or a running chunk holds it in C++ for seconds to minutes. A wait on an
-    ``Event`` is interrupted by signals (POSIX), so the handler runs at once; if it raises,
-    the worker is left to finish on its own (a daemon: it does not hold the exit).
+    compile or a running chunk holds it in C++ for seconds to minutes. The main thread waits
+    on an ``Event`` in 0.1-second polls, so a handler runs within 0.1 s whichever thread the
+    kernel handed the signal to; if it raises, the worker is left to finish on its own (a
+    daemon: it does not hold the exit).
     """
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
