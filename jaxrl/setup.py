@@ -263,7 +263,8 @@ def exploiter_spec(setup: Setup) -> league_exploiters.ExploiterSpec | None:
     with the target as its only feature.
 
     With a curriculum, the exploiters play its last stage's env params (the task it leads
-    to) and train only while the learner's stage has self-play on."""
+    to) and train only while the learner's stage has self-play on. ``selfplay.exploiter_env``
+    overrides sit on top (checked at load: :func:`jaxrl.config.selfplay.validate_env`)."""
     config = setup.config.selfplay
     if not config.exploiters:
         return None
@@ -276,6 +277,7 @@ def exploiter_spec(setup: Setup) -> league_exploiters.ExploiterSpec | None:
         env_params = jax.device_get(stage_params(curriculum, setup.env_params, last))
         switch = curriculum.switches.get(SelfPlay.name)
         active_stages = np.ones(curriculum.num_stages, bool) if switch is None else switch
+    env_params = envs.override_params(env_params, config.exploiter_env)
     own = dataclasses.replace(
         setup,
         env_params=env_params,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from jaxrl.config.errors import require
+from jaxrl.config.errors import apply_env_overrides, require
 from jaxrl.config.mesh import mesh_size
 
 if TYPE_CHECKING:
@@ -35,6 +35,10 @@ class SelfPlayConfig:
     exploiter_fraction: float = 0.25  # each exploiter's training envs, a fraction of num_envs
     exploiter_threshold: float = 0.5  # hand off above this decayed win fraction vs the learner
     exploiter_min_games: float = 32.0  # ... once its decayed game count reaches this
+    # EnvParams overrides of the exploiters' matches, on top of the league's (the last
+    # curriculum stage's) params: e.g. {team_size_weights: [0, 0.5, 0.5]} to hunt at 2v2 and
+    # 3v3 only. The learner's own matches and the pool's lanes are unchanged.
+    exploiter_env: dict[str, Any] = field(default_factory=dict)
 
     def exploiter_envs(self, num_envs: int) -> int:
         """Training envs of each exploiter for ``num_envs`` learner envs (rounded)."""
@@ -129,7 +133,8 @@ def validate_exploiters(config: Config) -> None:
 
 
 def validate_env(config: Config, built: BuiltEnv) -> None:
-    """Self-play needs a two-team env (:class:`envs.protocols.TwoTeamEnv`)."""
+    """Self-play needs a two-team env (:class:`envs.protocols.TwoTeamEnv`); the exploiters'
+    env overrides fit its params."""
     from envs import protocols  # noqa: PLC0415 - keep config importable without building envs
 
     if config.selfplay.pool_size <= 0:  # off (or refused by validate)
@@ -138,3 +143,5 @@ def validate_env(config: Config, built: BuiltEnv) -> None:
         protocols.two_team(built.env) is not None,
         f"selfplay: {config.env.name} is not a two-team env (self-play needs num_teams = 2)",
     )
+    if config.selfplay.exploiters:
+        apply_env_overrides("selfplay.exploiter_env", config.selfplay.exploiter_env, built.params)
