@@ -151,13 +151,15 @@ def exploiter_update(
     """The exploiters' part of one learner update (:mod:`jaxrl.league.exploiters`).
 
     Every exploiter's PPO update (vmapped) against the learner's policy as it was in
-    ``before``, then the hand-off of those past the threshold into the league of ``after``
-    (the learner after its update, whose weights they restart from).
+    ``before`` (or, with ``selfplay.exploiter_target: frozen``, as it was at the exploiter's
+    last restart), then the hand-off of those past the threshold into the league of ``after``
+    (the learner after its update, whose weights they restart from), then the refresh of
+    frozen targets past ``exploiter_refresh_updates``.
     """
     spec = setup.exploiters
     state = before.features[exploiters.EXPLOITERS]
     target = PolicyParams(params=before.params, obs_stats=before.obs_stats)
-    learners = exploiters.aim(state.learners, target)
+    learners = exploiters.aim_at_start(spec, state.learners, target)
     start = exploiters.Learner(
         params=before.params, opt_state=before.opt_state, obs_stats=before.obs_stats
     )
@@ -192,9 +194,11 @@ def exploiter_update(
     learners, league, handed = exploiters.handoff(
         spec, learners, after.features[SelfPlay.name], main, after.update_step, active
     )
+    learners, refreshed = exploiters.refresh(spec, learners, main, active)
     state = state.replace(learners=learners, handoffs=state.handoffs + handed.astype(jnp.int32))
     features = {**after.features, SelfPlay.name: league, exploiters.EXPLOITERS: state}
-    return after.replace(features=features), exploiters.metrics(spec, rates, results, handed)
+    out = exploiters.metrics(spec, rates, results, handed, refreshed)
+    return after.replace(features=features), out
 
 
 def init_run(setup: Setup) -> RunnerState:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 PFSP = ("hard", "variance", "uniform")
 SIDES = ("random", "first")
+EXPLOITER_TARGETS = ("current", "frozen")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,13 @@ class SelfPlayConfig:
     exploiter_fraction: float = 0.25  # each exploiter's training envs, a fraction of num_envs
     exploiter_threshold: float = 0.5  # hand off above this decayed win fraction vs the learner
     exploiter_min_games: float = 32.0  # ... once its decayed game count reaches this
+    # current: play the main agent's policy of every update (a moving target); frozen: play
+    # the main agent's policy as it was when the exploiter last (re)started, as jaxrl.exploit's
+    # best responses do, so a hand-off means it beat one fixed policy
+    exploiter_target: str = "current"
+    # frozen: an exploiter that has not handed off after this many of its updates restarts
+    # from the main agent's current weights and freezes its current policy (0 = never)
+    exploiter_refresh_updates: int = 0
     # EnvParams overrides of the exploiters' matches, on top of the league's (the last
     # curriculum stage's) params: e.g. {team_size_weights: [0, 0.5, 0.5]} to hunt at 2v2 and
     # 3v3 only. The learner's own matches and the pool's lanes are unchanged.
@@ -114,6 +122,20 @@ def validate_exploiters(config: Config) -> None:
     require(
         0.0 < sp.exploiter_fraction <= 1.0,
         f"selfplay.exploiter_fraction must be in (0, 1], got {sp.exploiter_fraction}",
+    )
+    require(
+        sp.exploiter_target in EXPLOITER_TARGETS,
+        f"selfplay.exploiter_target must be one of {', '.join(EXPLOITER_TARGETS)}, got "
+        f"{sp.exploiter_target!r}",
+    )
+    require(
+        sp.exploiter_refresh_updates >= 0,
+        f"selfplay.exploiter_refresh_updates must be >= 0, got {sp.exploiter_refresh_updates}",
+    )
+    require(
+        sp.exploiter_refresh_updates == 0 or sp.exploiter_target == "frozen",
+        "selfplay.exploiter_refresh_updates needs selfplay.exploiter_target: frozen (a current "
+        "target is refreshed every update)",
     )
     count = mesh_size(config)
     num_envs = config.env.num_envs // count  # an exploiter's envs are sharded like the learner's
