@@ -277,11 +277,11 @@ def policy_returns(path: Path, red_name: str, num_episodes: int, seed: int, fix_
     one :class:`bench.cyber_peer.PolicyBlue` per episode reads each env's table and whether
     its last Decoy placed a decoy (CybORG's success flag), as it does in CybORG.
     """
-    env, params = envs.make(
-        "CAGE2", max_steps_in_episode=max(LENGTHS), fix_bugs=fix_bugs,
-        red_agent=RED_INDEX[red_name],
-    )  # fmt: skip
-    step = _vmapped_step(env)
+    env, step = _cage2_and_step()
+    params = envs.override_params(env.default_params, {
+        "max_steps_in_episode": max(LENGTHS), "fix_bugs": fix_bugs,
+        "red_agent": RED_INDEX[red_name],
+    })  # fmt: skip
     key_reset, key_steps = jax.random.split(jax.random.key(seed))
     obs, state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(key_reset, num_episodes), params
@@ -302,8 +302,11 @@ def policy_returns(path: Path, red_name: str, num_episodes: int, seed: int, fix_
 
 
 @functools.cache
-def _vmapped_step(env):
-    return jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+def _cage2_and_step():
+    """One CAGE2 env and its vmapped, jitted step for every (Red, bugs) cell: they differ
+    only in the params' array leaves, so the step compiles once per episode count."""
+    env, _ = envs.make("CAGE2")
+    return env, jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
 
 
 def policy_fidelity(num_episodes: int, seed: int, z: float = 1.96) -> list[dict]:

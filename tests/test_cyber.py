@@ -982,6 +982,8 @@ def test_trained_defenders_match_cyborg_at_a_small_count():
     rows = cyber_fidelity.policy_fidelity(64, seed=0, z=3.0)
     assert len(rows) == len(want)
     assert all(r["ok"] for r in rows), cyber_fidelity.format_table(rows)
+    _, step = cyber_fidelity._cage2_and_step()
+    assert step._cache_size() == 1  # one compile for every (Red, bugs, defender) run
 
 
 def test_blue_table_matches_cyborg_under_blind_mixes():
