@@ -2,8 +2,8 @@
 
 One ``--tiny`` run of every sub-benchmark in a subprocess is shared by the tests; the
 --compare and bad-input checks read its JSON without running anything again. The run is
-mostly XLA compiles, so it gets XLA's cheap compile settings (``FAST_COMPILE``): about 3x
-faster compiles, slower code; the test checks the instrument, not the figures.
+mostly XLA compiles, under the suite's cheap compile settings (``conftest.FAST_COMPILE``,
+inherited): the test checks the instrument, not the figures.
 """
 
 from __future__ import annotations
@@ -20,20 +20,16 @@ import jax
 import pytest
 
 from bench import figures, throughput, train_bench
-from tests.conftest import tiny_overrides
+from tests.conftest import FAST_COMPILE, tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 FIELDS = {"median", "min", "max", "unit", "higher_is_better", "repeats"}
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
 
 def _bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
-    return subprocess.run(
+    return subprocess.run(  # inherits conftest's XLA_FLAGS (FAST_COMPILE)
         [sys.executable, "-m", "bench.throughput", *args],
         cwd=REPO,
-        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
