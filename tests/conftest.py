@@ -26,9 +26,9 @@ _OWN_CACHE: list[str] = []  # the directory this process made (removed at the en
 # every child). Compiling is most of the suite's time and the tests' programs are tiny: on the
 # 2-core Intel Xeon, 2026-11-28, tests/test_league_exploiters.py took 100 s with these flags
 # against 135 s without, and the execution-bound files (test_learning, test_hlo_audit,
-# test_precision) 80 s either way. The flags act on LLVM's code generation, not on the HLO:
-# the optimised HLO the audit reads is unchanged. Training runs and benchmarks keep XLA's
-# defaults.
+# test_precision) 82 s with them and 80 s without. The flags act on LLVM's code generation,
+# not on the HLO: the optimised HLO the audit reads is unchanged. Training runs and benchmarks
+# keep XLA's defaults.
 FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
 
 
