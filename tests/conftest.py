@@ -33,10 +33,8 @@ FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_
 
 
 def pytest_configure(config):
-    """Point JAX (this process and every child) at the session's compilation cache and flags;
-    let pytest-xdist hand out the test groups in this file's order (:data:`GROUP_SECONDS`)."""
-    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: else by tests per group
-        config.option.loadscopereorder = False
+    """Point JAX (this process and every child) at the session's compilation cache and flags."""
+    del config
     if FAST_COMPILE not in os.environ.get("XLA_FLAGS", ""):  # the controller sets it once
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE}".strip()
     if not os.environ.get(CACHE_ENV):  # the xdist controller, or a plain single-process run
@@ -56,40 +54,6 @@ def pytest_unconfigure(config):
 
 LEAGUE_GROUP = "league"  # the xdist group of every test that needs the tiny league's programs
 
-# Seconds of the heaviest xdist groups on one core (the league group, else a test module), most
-# first: the 60 longest tests of ``pytest -p no:cacheprovider --durations=60`` on one core of the
-# 2-core Intel Xeon, 2026-11-28, summed per group, plus 0.56 s for each other test of the group. pytest-xdist gives a worker its next group when it has two tests left, in
-# collection order; by default it first sorts the groups by their number of tests, which put
-# groups of a few slow tests (test_distributed's subprocess runs, test_reward_terms' two, the
-# one of test_learning) last, where one of them runs while the other worker has nothing left.
-# Longest first, with the many short groups after them, the two workers end together. A group
-# not listed keeps its collection order after these; the figures need only be roughly right.
-GROUP_SECONDS = {
-    LEAGUE_GROUP: 170,
-    "test_distributed": 108,
-    "test_league_exploiters": 95,
-    "test_pbt": 70,
-    "test_bench": 66,
-    "test_recurrent": 66,
-    "test_cyber": 61,
-    "test_train": 56,
-    "test_config": 56,
-    "test_hlo_audit": 49,
-    "test_notebooks": 40,
-    "test_hyper": 40,
-    "test_soccer": 32,
-    "test_cyber_defender": 31,
-    "test_precision": 31,
-    "test_reward_terms": 30,
-    "test_envs": 29,
-    "test_cyber_breakdown": 28,
-    "test_match": 19,
-    "test_gae": 17,
-    "test_elo": 16,
-    "test_permutation": 16,
-    "test_learning": 16,
-}
-
 
 # A wrapper: the marks are set before xdist's worker hook appends "@<group>" to the node ids
 # (the scheduler groups by that suffix). pytest 9.2
@@ -102,22 +66,16 @@ def pytest_collection_modifyitems(config, items):
 
     A test file runs on one worker, so its module-scoped compiled fixtures are compiled once;
     the files that use the session's tiny league (:func:`selfplay_run`) share one worker, so
-    the league trains once. A test that marks its own group keeps it. The groups are then
-    ordered by :data:`GROUP_SECONDS`, longest first. Without xdist the marks do nothing.
+    the league trains once. A test that marks its own group keeps it. Without xdist the marks
+    do nothing.
     """
     league = {item.module.__name__ for item in items if "selfplay_run" in item.fixturenames}
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:  # a test's own choice is kept
-            module = item.module.__name__
-            item.add_marker(pytest.mark.xdist_group(LEAGUE_GROUP if module in league else module))
-    items.sort(key=lambda item: -GROUP_SECONDS.get(xdist_group(item), 0))  # stable within groups
+        if item.get_closest_marker("xdist_group") is not None:  # a test's own choice
+            continue
+        module = item.module.__name__
+        item.add_marker(pytest.mark.xdist_group(LEAGUE_GROUP if module in league else module))
     return (yield)
-
-
-def xdist_group(item: pytest.Item) -> str:
-    """The name of a test's xdist group (its ``xdist_group`` mark, as pytest-xdist reads it)."""
-    mark = item.get_closest_marker("xdist_group")
-    return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
 
 
 @pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook, run by the controller
