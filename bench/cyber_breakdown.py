@@ -3,6 +3,7 @@
     python -m bench.cyber_breakdown --run-dir DIR[,DIR...] [--red B_line] [--length 100]
                                     [--episodes 500] [--seed 153] [--fix-bugs]
                                     [--opening A,B,...] [--stochastic] [--json FILE]
+                                    [--trace FILE.npz]
 
 Plays the defender (one run, or several as a :class:`bench.cyber_defender.Ensemble`) for
 ``--episodes`` vmapped episodes of one evaluation cell (Red agent, episode length, bug
@@ -17,6 +18,9 @@ setting; GreenAgent off) and reports, per episode on average:
   most frequent actions in the first steps.
 
 ``--opening`` scripts Blue's first actions as ``bench.cyber_defender --opening`` does.
+``--trace`` also writes every step of every episode (Red's action and outcome, Red's hold per
+host, Blue's action, table and reward) in the format of ``bench/cyber_peer.py --trace``, which
+``bench.cyber_trace`` compares step by step.
 Deterministic (the mode of each action distribution) unless ``--stochastic``. Exits 0 with
 the report; 1 with one line on bad input (as ``bench.cyber_defender``, or an unknown Red, a
 length below 1).
@@ -36,8 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from bench.cyber_defender import REDS, load_defender, parse_opening, with_opening
+from bench.cyber_peer import TRACE_FIELDS
 from envs.cyber import blue as cyber_blue
 from envs.cyber import env as cyber_env
+from envs.cyber import red
 from envs.cyber import tables as tb
 from jaxrl.acting import PolicyParams, act
 from jaxrl.checkpoint import CheckpointError
@@ -96,7 +102,8 @@ def play(
 ):
     """``length`` steps of ``episodes`` fresh episodes (no auto-reset). Returns per step
     ``[T, E]`` arrays: Blue's CybORG actions (a reduced set's expanded), rewards, reward
-    terms, Red's access and the counted hosts."""
+    terms, Red's access and the counted hosts, and under ``"trace"`` the fields of
+    ``bench.cyber_peer.TRACE_FIELDS`` (:func:`red_record`, Blue's table)."""
     env = cyber_env.Cage2()
     network = setup.policy.network
     key_reset, key_steps, key_act = jax.random.split(jax.random.key(seed), 3)
@@ -111,15 +118,20 @@ def play(
             obs, state, hidden, is_first = carry
             key_env, key_policy = keys
             out = act(setup.policy, policy, hidden, obs, is_first, key_policy, deterministic)
+            keys_env = jax.random.split(key_env, episodes)
+            red_before = jax.vmap(red_record)(keys_env, state)
             obs, state, reward, _, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
-                jax.random.split(key_env, episodes), state, out.action, env_params
+                keys_env, state, out.action, env_params
             )
             counted = jax.vmap(cyber_env.privileged, in_axes=(0, None))(
                 state, jnp.asarray(env_params.fix_bugs)
             )
+            trace = {**red_before, "reward": reward, "blue_action": info["blue_action"],
+                     "red_success": info["red_success"], "red_access": access_levels(state),
+                     "table": obs[:, :52]}  # fmt: skip
             record = {"action": info["blue_action"], "reward": reward,
                       "terms": info["reward_terms"], "shell": state.access > 0,
-                      "counted": counted}  # fmt: skip
+                      "counted": counted, "trace": trace}  # fmt: skip
             return (obs, state, out.hidden, jnp.zeros(episodes, bool)), record
 
         keys = (jax.random.split(key_steps, length), jax.random.split(key_act, length))
@@ -127,6 +139,40 @@ def play(
         return jax.lax.scan(step, start, keys)[1]
 
     return jax.device_get(run(policy))
+
+
+def red_record(key: jax.Array, state: cyber_env.EnvState) -> dict[str, jax.Array]:
+    """Red's action in the step ``Cage2.step_env(key, state, ...)`` plays, int32 scalars in
+    ``bench.cyber_peer``'s trace codes: ``red_kind``, ``red_target`` (-1 for Sleep),
+    ``red_exploit`` (the exploit chosen, -1 for none) and ``red_stage`` (B_line's, else -1).
+
+    Red's choice reads only the state at the step's start and the step's draws (Blue's action
+    changes neither Red's stage nor the ports it learned), so it is recomputed here.
+    """
+    draws = cyber_env.draw_step(key)
+    kind, target = cyber_env.red_policy_action(draws, state)
+    ports = state.red_ports[jnp.clip(target, 0, tb.NUM_HOSTS - 1)]
+    choice = cyber_env.choose_exploit(draws.exploit_top, draws.exploit_other, ports)
+    return {
+        "red_kind": kind,
+        "red_target": jnp.where(kind == red.RED_SLEEP, -1, target),
+        "red_exploit": jnp.where(kind == red.RED_EXPLOIT, choice, -1),
+        "red_stage": jnp.where(state.red_agent == red.BLINE_AGENT, state.bline_stage, -1),
+    }
+
+
+def access_levels(state: cyber_env.EnvState) -> jax.Array:
+    """Red's hold per host, int32 [..., 13]: 0 none, 1 a user shell, 2 root/SYSTEM."""
+    root = (state.access == 2) | ((state.access == 1) & state.root_shell)
+    return jnp.where(state.access == 0, 0, jnp.where(root, 2, 1))
+
+
+def write_trace(path: str | Path, rec: dict) -> None:
+    """``play``'s ``"trace"`` (``[T, E]`` leaves) as a ``bench.cyber_peer`` trace ``.npz``."""
+    arrays = {}
+    for name, (dtype, _) in TRACE_FIELDS.items():
+        arrays[name] = np.swapaxes(np.asarray(rec["trace"][name]), 0, 1).astype(dtype)
+    np.savez_compressed(path, **arrays)
 
 
 def breakdown(
@@ -138,8 +184,10 @@ def breakdown(
     seed: int = 153,
     deterministic: bool = True,
     opening: Sequence[int] = (),
+    trace: str | Path | None = None,
 ) -> Breakdown:
-    """One cell of the defender, broken down (see the module docstring).
+    """One cell of the defender, broken down (see the module docstring); ``trace``: also
+    write every step's record there (:func:`write_trace`).
 
     Raises:
       CheckpointError, ValueError: as :func:`bench.cyber_defender.load_defender`, an unknown
@@ -156,6 +204,8 @@ def breakdown(
                  "green_agent": False}  # fmt: skip
     rec = play(setup, policy, play_params(setup, overrides=overrides), length, episodes, seed,
                deterministic)  # fmt: skip
+    if trace is not None:
+        write_trace(trace, rec)
     returns = rec["reward"].astype(np.float64).sum(0)  # [E]
     action = rec["action"]  # [T, E]
     hosts = tuple(
@@ -268,15 +318,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
     parser.add_argument("--json", type=Path, help="also write the breakdown to this JSON file")
+    parser.add_argument(
+        "--trace", type=Path, help="also write every step's record to this .npz (cyber_trace)"
+    )
     args = parser.parse_args(argv)
-    if args.json and not args.json.parent.is_dir():
-        print(f"error: --json {args.json}: no directory {args.json.parent}", file=sys.stderr)
-        return 1
+    for flag, path in (("--json", args.json), ("--trace", args.trace)):
+        if path and not path.parent.is_dir():
+            print(f"error: {flag} {path}: no directory {path.parent}", file=sys.stderr)
+            return 1
     try:
         opening = parse_opening(args.opening) if args.opening is not None else ()
         result = breakdown(
             args.run_dir, args.red, args.length, args.fix_bugs, args.episodes, args.seed,
-            not args.stochastic, opening,
+            not args.stochastic, opening, args.trace,
         )  # fmt: skip
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

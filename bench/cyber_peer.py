@@ -32,6 +32,11 @@ run as, e.g.::
     cd /work/venvs/src/Debugged_CybORG/CybORG && PYTHONPATH=. /work/venvs/cage/bin/python \
         /work/main/bench/cyber_peer.py --red Meander --blue decoy_mix --episodes 200 --tag fixed
 
+``--trace FILE.npz`` also records every step of every episode (``TRACE_FIELDS``: the reward,
+Blue's action and table, Red's action, exploit, success and B_line stage, and Red's hold on
+each host); ``python -m bench.cyber_breakdown --trace`` writes the same for jaxrl's CAGE2 and
+``python -m bench.cyber_trace`` finds where the two part.
+
 CybORG is imported inside :func:`run` only, so jaxrl's tests can read ``MIXES`` without it.
 """
 
@@ -234,6 +239,74 @@ class PolicyBlue:
         return self.last_action
 
 
+# ---- per-step traces (--trace; compared with jaxrl's by bench.cyber_trace) ------------------
+
+# envs.cyber.tables' HOSTS, SUBNETS and EXPLOITS, and envs.cyber.red's RED_* kinds, in order.
+HOSTS = ("Defender", "Enterprise0", "Enterprise1", "Enterprise2", "Op_Host0", "Op_Host1",
+         "Op_Host2", "Op_Server0", "User0", "User1", "User2", "User3", "User4")  # fmt: skip
+SUBNETS = ("Enterprise", "Operational", "User")
+RED_ACTIONS = ("Sleep", "DiscoverRemoteSystems", "DiscoverNetworkServices",
+               "ExploitRemoteService", "PrivilegeEscalate", "Impact")  # fmt: skip
+EXPLOITS = ("FTPDirectoryTraversal", "HarakaRCE", "SQLInjection", "HTTPSRFI", "HTTPRFI",
+            "EternalBlue", "BlueKeep", "SSHBruteForce")  # fmt: skip
+# What a trace holds per episode and step: name -> (dtype, trailing shape). Codes: red_kind
+# indexes RED_ACTIONS (-1 another action); red_target is a host (HOSTS) or, for a subnet scan,
+# a subnet (SUBNETS), -1 none; red_exploit the concrete exploit (EXPLOITS), -1 none; red_stage
+# B_line's stage of the action (-1 another Red); red_access per host 0 no Red session, 1 a user
+# shell, 2 root/SYSTEM (what CybORG 2.1's reward counts); table Blue's 52 bits after the step.
+TRACE_FIELDS = {
+    "reward": (np.float32, ()),
+    "blue_action": (np.int16, ()),
+    "red_kind": (np.int8, ()),
+    "red_target": (np.int8, ()),
+    "red_success": (np.bool_, ()),
+    "red_exploit": (np.int8, ()),
+    "red_stage": (np.int8, ()),
+    "red_access": (np.int8, (len(HOSTS),)),
+    "table": (np.int8, (52,)),
+}
+
+
+def new_trace(episodes: int, steps: int) -> dict[str, np.ndarray]:
+    """Empty trace arrays, each ``[episodes, steps, ...]`` (``TRACE_FIELDS``)."""
+    return {
+        name: np.zeros((episodes, steps, *shape), dtype)
+        for name, (dtype, shape) in TRACE_FIELDS.items()
+    }
+
+
+def record_red(trace: dict[str, np.ndarray], episode: int, t: int, cyborg) -> None:
+    """Red's action, its outcome and Red's sessions after step ``t`` of a CybORG episode."""
+    controller = cyborg.environment_controller
+    state = controller.state
+    action = cyborg.get_last_action("Red")
+    name = type(action).__name__
+    kind = RED_ACTIONS.index(name) if name in RED_ACTIONS else -1
+    target = -1
+    if hasattr(action, "ip_address"):
+        target = HOSTS.index(state.ip_addresses[action.ip_address])
+    elif getattr(action, "hostname", None) in HOSTS:
+        target = HOSTS.index(action.hostname)
+    elif hasattr(action, "subnet"):
+        names = {cidr: subnet for subnet, cidr in state.subnet_name_to_cidr.items()}
+        target = SUBNETS.index(names[action.subnet])
+    # A cached ExploitRemoteService keeps its last sub-action: read it once, then clear it.
+    sub = type(getattr(action, "sub_action", None)).__name__
+    if hasattr(action, "sub_action"):
+        action.sub_action = None
+    agent = controller.agent_interfaces["Red"].agent
+    access = np.zeros(len(HOSTS), np.int8)
+    for session in state.sessions["Red"].values():
+        level = 2 if session.username in ("root", "SYSTEM") else 1
+        access[HOSTS.index(session.host)] = max(access[HOSTS.index(session.host)], level)
+    trace["red_kind"][episode, t] = kind
+    trace["red_target"][episode, t] = target
+    trace["red_success"][episode, t] = str(cyborg.get_observation("Red")["success"]) == "TRUE"
+    trace["red_exploit"][episode, t] = EXPLOITS.index(sub) if sub in EXPLOITS else -1
+    trace["red_stage"][episode, t] = agent.action if type(agent).__name__ == "B_lineAgent" else -1
+    trace["red_access"][episode, t] = access
+
+
 TABLE_STATES = ("scan", "exploit", "unknown", "user", "privileged")  # table_rates' columns
 
 
@@ -276,10 +349,12 @@ def run(
     tables: np.ndarray | None = None,
     policy: str | None = None,
     fix_bugs: bool = False,
+    trace: dict[str, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Blue's returns after 30, 50 and 100 steps, float [episodes, 3].
 
-    ``tables``, int8 [episodes, 100, 52] if given, receives Blue's table after every step.
+    ``tables``, int8 [episodes, 100, 52] if given, receives Blue's table after every step;
+    ``trace`` (:func:`new_trace` of ``episodes`` x 100) every step's record.
     ``policy`` and ``fix_bugs``: the ``--blue policy`` defender and the bug setting its decoy
     macro assumes (the CybORG on the path decides the rules).
     """
@@ -291,8 +366,8 @@ def run(
     random.seed(seed)
     np.random.seed(seed)
     path = str(inspect.getfile(CybORG))[:-10] + "/Shared/Scenarios/Scenario2.yaml"
-    wrapper = ChallengeWrapper(env=CybORG(path, "sim", agents={"Red": agents[red]}),
-                               agent_name="Blue")  # fmt: skip
+    cyborg = CybORG(path, "sim", agents={"Red": agents[red]})
+    wrapper = ChallengeWrapper(env=cyborg, agent_name="Blue")
     agent = make_blue(blue, seed, policy, fix_bugs)
     returns = np.zeros((episodes, len(LENGTHS)))
     for episode in range(episodes):
@@ -301,11 +376,17 @@ def run(
         agent.reset()
         total, success = 0.0, None
         for t in range(max(LENGTHS)):
-            obs, reward = wrapper.step(agent.act(obs, success))[:2]
+            action = agent.act(obs, success)
+            obs, reward = wrapper.step(action)[:2]
             success = str(wrapper.get_observation("Blue").get("success")) == "TRUE"
             total += reward
             if tables is not None:
                 tables[episode, t] = np.asarray(obs[:52])
+            if trace is not None:
+                trace["reward"][episode, t] = reward
+                trace["blue_action"][episode, t] = action
+                trace["table"][episode, t] = np.asarray(obs[:52])
+                record_red(trace, episode, t, cyborg)
             if t + 1 in LENGTHS:
                 returns[episode, LENGTHS.index(t + 1)] = total
     return returns
@@ -323,13 +404,20 @@ def main() -> None:
     )
     parser.add_argument("--policy", help="--blue policy: a bench.cyber_export .npz")
     parser.add_argument(
+        "--trace", help="also write every step's record to this .npz (bench.cyber_trace)"
+    )
+    parser.add_argument(
         "--fix-bugs", action="store_true", help="--blue policy: its decoy macro's bug setting"
     )
     args = parser.parse_args()
     if args.blue == "policy" and not args.policy:
         parser.error("--blue policy needs --policy FILE.npz (bench.cyber_export)")
     tables = np.zeros((args.episodes, max(LENGTHS), 52), np.int8) if args.table else None
-    returns = run(args.red, args.blue, args.episodes, args.seed, tables, args.policy, args.fix_bugs)
+    trace = new_trace(args.episodes, max(LENGTHS)) if args.trace else None
+    returns = run(args.red, args.blue, args.episodes, args.seed, tables, args.policy, args.fix_bugs,
+                  trace)  # fmt: skip
+    if trace is not None:
+        np.savez_compressed(args.trace, **trace)
     if tables is not None:
         mean, se = table_rates(tables)
         row = {"bugs": args.tag, "red": args.red, "blue": args.blue, "episodes": args.episodes,

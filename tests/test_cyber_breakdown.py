@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from bench import cyber_breakdown as cb
+from bench import cyber_trace
+from envs.cyber import red
 from envs.cyber import tables as tb
 from jaxrl.train import train
 from tests.conftest import make_tiny_config
@@ -119,3 +122,35 @@ def test_a_reduced_action_set_run_breaks_down_in_cyborg_actions(tmp_path_factory
             "--opening", "36"]  # fmt: skip
     assert cb.main(argv) == 1
     assert "--opening needs actions in [0, 36)" in capsys.readouterr().err
+
+
+def test_trace_records_every_step_as_the_peer_does(cage_run, tmp_path, capsys):
+    """``--trace`` writes cyber_peer's format; its records follow B_line's rules and the
+    breakdown's own figures."""
+    path = tmp_path / "trace.npz"
+    argv = ["--run-dir", str(cage_run), "--length", str(LENGTH), "--episodes", str(EPISODES),
+            "--seed", "3", "--trace", str(path)]  # fmt: skip
+    assert cb.main(argv) == 0
+    capsys.readouterr()
+    trace = cyber_trace.load(path)
+    assert trace["reward"].shape == (EPISODES, LENGTH)
+    result = cb.breakdown(cage_run, "B_line", LENGTH, episodes=EPISODES, seed=3)
+    assert trace["reward"].sum(1).mean() == pytest.approx(result.mean, abs=1e-4)
+    assert (trace["red_access"][..., tb.USER0] == 2).all()  # Red starts as SYSTEM there
+    stage = trace["red_stage"]
+    assert (stage[:, 0] == 0).all()
+    for t in range(LENGTH - 1):  # the stage walks as B_line's table says
+        expected = red.bline_next_stage(stage[:, t], trace["red_success"][:, t])
+        np.testing.assert_array_equal(stage[:, t + 1], expected)
+    np.testing.assert_array_equal(trace["red_kind"], red.BLINE_KIND[stage])
+    scans = trace["red_kind"] == red.RED_SUBNET_SCAN
+    np.testing.assert_array_equal(trace["red_target"][scans], red.BLINE_TARGET[stage][scans])
+    exploits = trace["red_kind"] == red.RED_EXPLOIT
+    assert (trace["red_exploit"][~exploits] == -1).all()
+    assert (trace["red_exploit"][exploits & trace["red_success"]] >= 0).all()
+    assert np.isin(trace["table"], (0, 1)).all()
+    # Against itself the trace shows no divergence.
+    steps, totals = cyber_trace.compare(trace, trace)
+    assert all(d.z == 0 for d in steps + totals)
+    assert cb.main([*argv[:-1], str(tmp_path / "no" / "t.npz")]) == 1
+    assert "no directory" in capsys.readouterr().err
