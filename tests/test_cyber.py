@@ -31,6 +31,9 @@ def _transition(key, state, action, params):
     return cage.transition(key, state, action, params)
 
 
+_transition_with = jax.jit(cage.transition_with)
+
+
 @jax.jit
 def _apply_red(draws, state, kind, target, fix_bugs):
     return cage.apply_red(draws, state, kind, target, fix_bugs)
@@ -800,6 +803,33 @@ def test_missed_exploit_behind_a_new_decoy_shows_nothing():
         assert int(after.compromised[tb.USER1]) == cage.COMP_NO
 
 
+@pytest.mark.parametrize("fix_bugs", [False, True])
+def test_user4_runs_sshd_and_no_rdp(fix_bugs):
+    # User4's image (linux_user_host2) listens on 22 (sshd), 25, 80, 443 and 3390, not 3389:
+    # Red's scan offers SSH brute force and no BlueKeep (real CybORG: 380 brute forces of User4
+    # and no BlueKeep in a trained defender's 1000 B_line episodes). The brute-force shell is a
+    # user shell that shows as an Exploit, drops no file and survives Remove.
+    params = QUIET.replace(fix_bugs=fix_bugs)
+    state = _state(bline_stage=1, bline_user=tb.USER4)  # port-scan User4
+    scanned, _, _ = _transition(jax.random.key(0), state, jnp.int32(0), params)
+    np.testing.assert_array_equal(
+        np.flatnonzero(scanned.red_ports[tb.USER4]),
+        [tb.HARAKA, tb.SQL, tb.HTTPS_RFI, tb.HTTP_RFI, tb.SSH],
+    )
+    ssh_only = np.zeros((13, 8), bool)
+    ssh_only[tb.USER4, tb.SSH] = True
+    brute = scanned.replace(red_ports=jnp.asarray(ssh_only))
+    after, _, success = _transition_with(_draws(), brute, jnp.int32(0), params)
+    assert bool(success) and int(after.access[tb.USER4]) == 1
+    assert not bool(after.root_shell[tb.USER4]) and not bool(after.malware[tb.USER4])
+    assert int(after.activity[tb.USER4]) == cage.ACT_EXPLOIT
+    assert int(after.compromised[tb.USER4]) == cage.COMP_USER
+    # Blue's Remove comes first and spares it, so B_line's escalation there works.
+    remove = jnp.int32(tb.REMOVE + tb.USER4)
+    kept, _, success = _transition_with(_draws(), after, remove, params)
+    assert bool(success) and int(kept.access[tb.USER4]) == 2
+
+
 def test_decoy_placed_after_the_scan_is_not_chosen():
     # Red scanned Op_Server0 (SSH only); Blue then put a Haraka decoy there.
     state = _state(bline_stage=12, access=_hosts(tb.USER0, tb.ENTERPRISE2, value=2, dtype=np.int32))
@@ -1046,13 +1076,13 @@ def test_failed_brute_force_on_an_ssh_process_shows_as_exploit(fix_bugs):
     ports = np.zeros((13, 8), bool)
     ports[tb.DEFENDER, tb.SSH] = True  # genuine sshd, no brute-forceable user
     ports[tb.USER2, tb.SSH] = True  # User2 runs no sshd: only the decoy answers
-    ports[tb.USER4, tb.SSH] = True  # Red saw an SSHD decoy there that a Restore has removed
+    ports[tb.USER3, tb.SSH] = True  # Red saw an SSHD decoy there that a Restore has removed
     ports[tb.ENTERPRISE0, tb.HTTP_RFI] = True  # only the Apache decoy serves port 80 there
     state = _state(decoys=decoys, red_ports=ports)
     cases = (  # (target, activity shown, marked User)
         (tb.DEFENDER, cage.ACT_EXPLOIT, True),
         (tb.USER2, cage.ACT_EXPLOIT, True),
-        (tb.USER4, cage.ACT_NONE, False),  # no process on port 22: nothing logged
+        (tb.USER3, cage.ACT_NONE, False),  # no process on port 22: nothing logged
     )
     for target, shown, marked in cases:
         exploit = jnp.int32(red.RED_EXPLOIT)

@@ -98,8 +98,10 @@ def _host_table(rows: dict[int, tuple[int, ...]], width: int) -> np.ndarray:
     return table
 
 
-# Genuine services Red's port scan reveals, as the exploit each one offers [13, 8].
+# Genuine services Red's port scan reveals, as the exploit each one offers [13, 8] (the
+# listening ports of each host's image in ``Shared/Scenarios/images``).
 # User3's MySQL listens on 3389 in CybORG 2.1 (a typo for 3390): Red sees BlueKeep, not SQL.
+# User4 (linux_user_host2) runs sshd on 22 and nothing on 3389: SSH brute force, no BlueKeep.
 # User0 runs User1's image (Meander exploits it although it holds it already).
 SERVICES_BUGGY = _host_table(
     {
@@ -115,7 +117,7 @@ SERVICES_BUGGY = _host_table(
         USER1: (SSH, FTP),
         USER2: (ETERNAL_BLUE, BLUE_KEEP),
         USER3: (BLUE_KEEP, HTTPS_RFI, HTTP_RFI, HARAKA),
-        USER4: (BLUE_KEEP, HTTPS_RFI, HTTP_RFI, HARAKA, SQL),
+        USER4: (SSH, HTTPS_RFI, HTTP_RFI, HARAKA, SQL),
     },
     NUM_EXPLOITS,
 )
