@@ -804,6 +804,30 @@ def test_missed_exploit_behind_a_new_decoy_shows_nothing():
 
 
 @pytest.mark.parametrize("fix_bugs", [False, True])
+def test_exploit_at_a_restored_decoy_fails_and_shows_nothing(fix_bugs):
+    # B_line scans Enterprise1 while Blue's Femitter decoy is there (Red learns FTP, port 21);
+    # Blue restores Enterprise1, removing the decoy; B_line's exploit takes FTP (the top
+    # weight). No process answers on port 21 (ExploitAction.sim_exploit appends a connection
+    # event only for a process serving the port): it fails and Blue's table shows nothing, as
+    # real CybORG 2.1's did in 1442 of 1442 such exploits by a trained defender's 1000 episodes.
+    params = QUIET.replace(fix_bugs=fix_bugs)
+    femitter = _decoy(tb.FEMITTER, tb.ENTERPRISE1)
+    held = _hosts(tb.USER0, tb.USER1, value=2, dtype=np.int32)
+    state = _state(bline_stage=4, access=held)  # scan Enterprise1 (User1's next hop)
+    scanned, _, _ = _transition(jax.random.key(0), state, femitter, params)
+    assert bool(scanned.decoys[tb.ENTERPRISE1, tb.FEMITTER])
+    assert bool(scanned.red_ports[tb.ENTERPRISE1, tb.FTP])
+    restore = jnp.int32(tb.RESTORE + tb.ENTERPRISE1)
+    after, _, success = _transition_with(_draws(), scanned, restore, params)
+    assert not bool(success) and int(after.bline_stage) == 2  # B_line falls back
+    assert int(after.activity[tb.ENTERPRISE1]) == cage.ACT_NONE
+    assert int(after.compromised[tb.ENTERPRISE1]) == cage.COMP_NO
+    # With the decoy still in place the same exploit is a decoy hit: a Scan.
+    hit, _, success = _transition_with(_draws(), scanned, jnp.int32(0), params)
+    assert not bool(success) and int(hit.activity[tb.ENTERPRISE1]) == cage.ACT_SCAN
+
+
+@pytest.mark.parametrize("fix_bugs", [False, True])
 def test_user4_runs_sshd_and_no_rdp(fix_bugs):
     # User4's image (linux_user_host2) listens on 22 (sshd), 25, 80, 443 and 3390, not 3389:
     # Red's scan offers SSH brute force and no BlueKeep (real CybORG: 380 brute forces of User4

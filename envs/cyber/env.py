@@ -32,8 +32,10 @@ Red: B_line, Meander or Sleep (:mod:`envs.cyber.red`), chosen by ``EnvParams.red
 An exploit picks among the services Red saw when it last port-scanned the host (a rescan
 replaces what it knew, so a decoy placed after the scan is not chosen, and one removed by a
 Restore is forgotten only at the next scan): the highest-weight one 75% of the time, otherwise
-a random other one. Some exploits land as root/SYSTEM and count as privileged at once; a
-privilege escalation needs a live shell there and reveals the host's next hop.
+a random other one. An exploit aimed at a decoy a Restore has since removed finds no process on
+the port: it fails and shows nothing (mini_CAGE's "femitter stuck" is this stale port).
+Some exploits land as root/SYSTEM and count as privileged at once; a privilege escalation
+needs a live shell there and reveals the host's next hop.
 
 Observation (``obs_mode="table"``), float32 [52]: per host (alphabetical) 2 activity bits
 (None 00, Scan 10, Exploit 11; this step only) and 2 compromised bits (No 00, Unknown 10,
@@ -61,8 +63,7 @@ No termination; the episode is cut at its length (truncated).
 Bugs (``fix_bugs``). ``False`` keeps the score-changing bugs of CybORG 2.1 as released (the
 official leaderboard's env): the Vsftpd decoy opens port 80 (an Apache look-alike), User3's
 SQL service hides behind the 3389 typo and BlueKeep fails there, EternalBlue fails on
-Enterprise1/2, a Femitter decoy keeps stopping FTP exploits after a Restore (mini_CAGE's
-"femitter stuck"), and the Blue table reads an exploit as a scan when GreenAgent scans the same
+Enterprise1/2, and the Blue table reads an exploit as a scan when GreenAgent scans the same
 host. ``True`` is CybORG++'s debugged CybORG (``Debugged_CybORG``), which also fixes the reward
 to count the sessions of every username Red's exploits run as, so every Red shell counts.
 
@@ -163,7 +164,6 @@ class EnvState(struct.PyTreeNode):
     root_shell: jax.Array  # [13] bool, Red's shell there runs as root/SYSTEM (reward counts it)
     malware: jax.Array  # [13] bool, a file Red dropped (density 0.9: Analyse finds it)
     decoys: jax.Array  # [13, 8] bool, decoy services in place
-    femitter_stuck: jax.Array  # [13] bool, 2.1 bug: FTP stays a decoy once Femitter was placed
     impacted: jax.Array  # () bool, Op_Server0's service stopped
     ot_lost: jax.Array  # () bool, Op_Server0 was restored: Impact no longer stops its service
     hidden_shell: jax.Array  # [13] bool, Red has a user shell there that Remove cannot kill
@@ -300,7 +300,6 @@ def decoy_room(decoys: jax.Array, fix_bugs: jax.Array) -> jax.Array:
 def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvState:
     """Blue's Decoy, Remove and Restore take effect (before Red acts). Analyse only reads."""
     placed = blue.decoy & decoy_room(state.decoys, fix_bugs)
-    stuck = state.femitter_stuck | (placed[:, tb.FEMITTER] & ~fix_bugs)
 
     # Remove stops the flagged processes of user-level shells; root/SYSTEM ones and shells
     # Blue never flagged (SSH brute force, undetected exploits) survive.
@@ -310,7 +309,6 @@ def apply_blue(state: EnvState, blue: BlueAction, fix_bugs: jax.Array) -> EnvSta
     access = jnp.where(removed, 0, state.access)
     return state.replace(
         decoys=(state.decoys | placed) & ~restore[:, None],
-        femitter_stuck=stuck,
         access=jnp.where(restore & ~keep_user0, 0, access),
         root_shell=state.root_shell & ~restore,
         hidden_shell=state.hidden_shell & ~restore,
@@ -414,11 +412,11 @@ def apply_red(
     is_exploit = kind == red.RED_EXPLOIT
     choice = choose_exploit(draws.exploit_top, draws.exploit_other, state.red_ports[row])
     pick = jnp.arange(tb.NUM_EXPLOITS) == choice  # [8] (all False when there is no option)
-    stuck_ftp = state.femitter_stuck[row] & (choice == tb.FTP)
     # An exploit takes the first process serving its port, and a genuine service comes before
-    # any decoy: CybORG 2.1's Vsftpd decoy (port 80) on User3/User4 lures nothing.
+    # any decoy: CybORG 2.1's Vsftpd decoy (port 80) on User3/User4 lures nothing. A port Red
+    # learned from a decoy a Restore has since removed has no process: no decoy hit, no event.
     lures = decoy_offers(state.decoys, decoy_exploit)[row] & ~services[row]
-    lured = jnp.any(pick & lures) | stuck_ftp
+    lured = jnp.any(pick & lures)
     hits_decoy = lured & host_routed
     works = jnp.any(pick & services[row] & ~broken[row]) & ~lured & host_routed
     exploited = is_exploit & works
@@ -581,7 +579,6 @@ def initial_state_from(u: jax.Array, params: EnvParams) -> EnvState:
         root_shell=no_hosts,
         malware=no_hosts,
         decoys=jnp.zeros((tb.NUM_HOSTS, tb.NUM_DECOYS), bool),
-        femitter_stuck=no_hosts,
         impacted=jnp.bool_(False),
         ot_lost=jnp.bool_(False),
         hidden_shell=no_hosts,
