@@ -854,6 +854,37 @@ def test_user4_runs_sshd_and_no_rdp(fix_bugs):
     assert bool(success) and int(kept.access[tb.USER4]) == 2
 
 
+@pytest.mark.parametrize("fix_bugs", [False, True])
+def test_port_scan_behind_a_first_decoy_on_a_one_port_host_shows_nothing(fix_bugs):
+    # A port scan logs one connection per open port; BlueTableWrapper reads it as a Scan only
+    # with three ports or more, and Blue's decoy placed on the host in the same step is listed
+    # first (a service): Enterprise0 (sshd alone) with its first decoy has two ports, so the
+    # scan reads None. Real CybORG 2.1 (B_line scanning Enterprise0 at step 4 while Blue places
+    # DecoyHarakaSMPT there): None in 7 of 7 episodes, Scan in 7 of 7 with a Tomcat decoy
+    # placed a step earlier.
+    params = QUIET.replace(fix_bugs=fix_bugs)
+    held = _hosts(tb.USER0, tb.USER3, value=2, dtype=np.int32)
+    tomcat = np.zeros((13, 8), bool)
+    tomcat[tb.ENTERPRISE0, tb.TOMCAT] = True
+    femitter = _decoy(tb.FEMITTER, tb.ENTERPRISE1)
+    cases = [  # (B_line's user host, decoys before, Blue's action, activity on the hop)
+        (tb.USER3, np.zeros((13, 8), bool), jnp.int32(0), cage.ACT_SCAN),
+        (tb.USER3, np.zeros((13, 8), bool), _decoy(tb.HARAKA_SMTP, tb.ENTERPRISE0), cage.ACT_NONE),
+        (tb.USER3, tomcat, _decoy(tb.HARAKA_SMTP, tb.ENTERPRISE0), cage.ACT_SCAN),  # 3 ports
+        (tb.USER3, tomcat, _decoy(tb.TOMCAT, tb.ENTERPRISE0), cage.ACT_SCAN),  # refused
+        (tb.USER1, np.zeros((13, 8), bool), femitter, cage.ACT_SCAN),  # Enterprise1: 8 ports
+    ]  # fmt: skip
+    for user, decoys, action, shown in cases:
+        hop = int(tb.NEXT_HOP[user])
+        state = _state(bline_stage=4, bline_user=user, access=held, decoys=decoys)
+        after, _, success = _transition(jax.random.key(0), state, action, params)
+        assert bool(success) and int(after.bline_stage) == 5
+        assert int(after.activity[hop]) == shown
+        # Red learns the ports all the same, the new decoy's among them.
+        assert bool(after.red_ports[hop, tb.SSH])
+        assert bool(after.red_ports[hop, tb.HARAKA]) == (action == _decoy(tb.HARAKA_SMTP, hop))
+
+
 def test_decoy_placed_after_the_scan_is_not_chosen():
     # Red scanned Op_Server0 (SSH only); Blue then put a Haraka decoy there.
     state = _state(bline_stage=12, access=_hosts(tb.USER0, tb.ENTERPRISE2, value=2, dtype=np.int32))

@@ -91,8 +91,9 @@ Simplifications (``bench.cyber_fidelity`` checks the scores that follow from the
   another decoy hit as Scan; any other failure shows nothing. CybORG's table reads a host's
   new processes of the step together, Blue's own new decoy among them: a decoy hit on a host
   where Blue placed a decoy in the same step shows as Exploit and marks the host User (three
-  items on one port), and a missed exploit there shows nothing (the decoy's service first).
-  Impact and privilege escalation show nothing.
+  items on one port), and a missed exploit there shows nothing (the decoy's service first), nor
+  does a port scan of a host left with two open ports (Enterprise0, Op_Host0-2 or Op_Server0
+  with its first decoy: a Scan needs three ports). Impact and privilege escalation show nothing.
 - Decoy compatibility is the host's initial one; a decoy also refuses a port another decoy
   already holds (Femitter/Vsftpd on 21 when fixed, Apache/Vsftpd on 80 in 2.1).
 - Remove's reported success and Analyse/Monitor's raw observations are not modelled: Blue sees
@@ -189,6 +190,7 @@ class RedOutcome(struct.PyTreeNode):
     brute_force: jax.Array  # () bool, the exploit was SSHBruteForce
     decoy_hit: jax.Array  # [13] bool, an exploit ran into a decoy (two connections, one port)
     unseen_exploit: jax.Array  # [13] bool, a successful exploit Monitor missed (one connection)
+    port_scan: jax.Array  # [13] bool, a routed port scan (one connection per open port)
 
 
 def _bug_tables(fix_bugs: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
@@ -475,6 +477,7 @@ def apply_red(
         brute_force=is_exploit & (choice == tb.SSH),
         decoy_hit=at & is_exploit & hits_decoy,
         unseen_exploit=at & exploited & ~exploit_shows,
+        port_scan=scan_seen,
     )
 
 
@@ -642,13 +645,17 @@ def transition_with(
     # Blue placed this step is one of them (a service, listed first, no connection): with a
     # decoy hit's two connections on one port that makes three on one port, read as an Exploit
     # (the host marked User); before a missed exploit's single connection it reads as None.
+    # A port scan's connections (one per open port) read as a Scan only on three ports or more:
+    # behind the new decoy, a host with one genuine port and that decoy reads as None.
     placed_now = jnp.any(after_blue.decoys & ~state.decoys, axis=1)  # [13]
     lure_seen = outcome.decoy_hit & placed_now
     red_seen = outcome.exploit_seen | lure_seen
+    open_ports = jnp.asarray(tb.OPEN_PORTS) + jnp.sum(after_blue.decoys, axis=1)  # [13]
+    unread = outcome.unseen_exploit | (outcome.port_scan & (open_ports < 3))
     red_activity = jnp.where(
         lure_seen,
         ACT_EXPLOIT,
-        jnp.where(outcome.unseen_exploit & placed_now, ACT_NONE, after_red.activity),
+        jnp.where(unread & placed_now, ACT_NONE, after_red.activity),
     )
     green_scan = green_scan_target(draws, params.green_agent)
     # A green scan on the host Red exploits makes CybORG 2.1's table read the exploit as a

@@ -124,6 +124,11 @@ SERVICES_BUGGY = _host_table(
 SERVICES_FIXED = SERVICES_BUGGY.copy()
 SERVICES_FIXED[USER3, SQL] = True
 
+# Ports each host's image listens on [13] (Defender 22/53/68; Enterprise1/2 seven; User0/1
+# 21/22; User2 four; User3 four; User4 five; the rest sshd alone). A port scan logs one
+# connection per open port, and Blue's table needs three ports for a Scan.
+OPEN_PORTS = np.array([3, 1, 7, 7, 1, 1, 1, 1, 2, 2, 4, 4, 5], np.int32)
+
 # Exploits that fail although the service is there [13, 8]: the Defender cannot be exploited;
 # in CybORG 2.1 EternalBlue finds no SMB process on Enterprise1/2 (missing Process Type) and
 # BlueKeep always fails on User3 (the port typo above).
