@@ -1157,6 +1157,36 @@ def test_failed_brute_force_on_an_ssh_process_shows_as_exploit(fix_bugs):
     assert not bool(outcome.exploit_seen[tb.ENTERPRISE0])
 
 
+def test_ftp_exploit_at_cyborg_plus_plus_vsftpd_decoy_fails_unseen():
+    # CybORG++'s Vsftpd decoy opens port 21 as a web-server process: Red's scan offers FTP, and
+    # FTPDirectoryTraversal, which looks for a femitter process on 21, finds none: it fails and
+    # logs nothing (real CybORG++: 14511 of 14511 such exploits on Enterprise0 read None in a
+    # trained defender's 1000 Meander episodes). In 2.1 the Vsftpd decoy is a web server on 80,
+    # where HTTP RFI finds it: a decoy hit, a Scan.
+    decoys = np.zeros((13, 8), bool)
+    decoys[tb.ENTERPRISE0, tb.VSFTPD] = True
+    ports = np.zeros((13, 8), bool)
+    ports[tb.ENTERPRISE0, [tb.FTP, tb.HTTP_RFI]] = True
+    exploit, target = jnp.int32(red.RED_EXPLOIT), jnp.int32(tb.ENTERPRISE0)
+    for fix_bugs, choice, shown in ((True, tb.FTP, cage.ACT_NONE),
+                                    (False, tb.HTTP_RFI, cage.ACT_SCAN)):  # fmt: skip
+        only = np.zeros((13, 8), bool)
+        only[tb.ENTERPRISE0, choice] = True
+        state = _state(decoys=decoys, red_ports=ports & only)
+        outcome = _apply_red(_draws(), state, exploit, target, jnp.bool_(fix_bugs))
+        assert not bool(outcome.success) and int(outcome.state.access[tb.ENTERPRISE0]) == 0
+        assert int(outcome.state.activity[tb.ENTERPRISE0]) == shown
+        assert not bool(outcome.exploit_seen[tb.ENTERPRISE0])
+    # Placed in the step of the exploit, it still shows nothing (no connection behind it).
+    state = _state(bline_stage=5, bline_user=tb.USER3, red_ports=ports & (np.arange(8) == tb.FTP),
+                   access=_hosts(tb.USER0, tb.USER3, value=2, dtype=np.int32))  # fmt: skip
+    params = QUIET.replace(fix_bugs=True)
+    after, _, success = _transition_with(_draws(), state, _decoy(tb.VSFTPD, tb.ENTERPRISE0), params)
+    assert bool(after.decoys[tb.ENTERPRISE0, tb.VSFTPD]) and not bool(success)
+    assert int(after.activity[tb.ENTERPRISE0]) == cage.ACT_NONE
+    assert int(after.compromised[tb.ENTERPRISE0]) == cage.COMP_NO
+
+
 def test_escalation_drops_a_file_only_for_a_user_shell():
     # CybORG's PrivilegeEscalate succeeds at once where Red holds a root/SYSTEM session and
     # runs no escalation (no escalate.exe/.sh for Analyse to find): User0 from the start, or

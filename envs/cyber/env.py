@@ -88,12 +88,14 @@ Simplifications (``bench.cyber_fidelity`` checks the scores that follow from the
 - Impact needs root on Op_Server0 (CybORG: any Red session there once an escalation found the
   OT service; the scripted Reds only impact after escalating there).
 - Detection of a failed exploit: a brute force that reaches an SSH process shows as Exploit,
-  another decoy hit as Scan; any other failure shows nothing. CybORG's table reads a host's
-  new processes of the step together, Blue's own new decoy among them: a decoy hit on a host
-  where Blue placed a decoy in the same step shows as Exploit and marks the host User (three
-  items on one port), and a missed exploit there shows nothing (the decoy's service first), nor
-  does a port scan of a host left with two open ports (Enterprise0, Op_Host0-2 or Op_Server0
-  with its first decoy: a Scan needs three ports). Impact and privilege escalation show nothing.
+  another decoy hit as Scan (not an FTP exploit at CybORG++'s Vsftpd decoy, a web server on
+  port 21 that the exploit does not find); any other failure shows nothing. CybORG's table
+  reads a host's new processes of the step together, Blue's own new decoy among them: a decoy
+  hit on a host where Blue placed a decoy in the same step shows as Exploit and marks the host
+  User (three items on one port), and a missed exploit there shows nothing (the decoy's service
+  first), nor does a port scan of a host left with two open ports (Enterprise0, Op_Host0-2 or
+  Op_Server0 with its first decoy: a Scan needs three ports). Impact and privilege escalation
+  show nothing.
 - Decoy compatibility is the host's initial one; a decoy also refuses a port another decoy
   already holds (Femitter/Vsftpd on 21 when fixed, Apache/Vsftpd on 80 in 2.1).
 - Remove's reported success and Analyse/Monitor's raw observations are not modelled: Blue sees
@@ -419,7 +421,10 @@ def apply_red(
     # learned from a decoy a Restore has since removed has no process: no decoy hit, no event.
     lures = decoy_offers(state.decoys, decoy_exploit)[row] & ~services[row]
     lured = jnp.any(pick & lures)
-    hits_decoy = lured & host_routed
+    # CybORG++'s Vsftpd decoy listens on 21 as a web server, a process FTPDirectoryTraversal
+    # (a femitter on 21) does not find: the exploit fails there and logs no connection.
+    ghost = fix_bugs & state.decoys[row, tb.VSFTPD] & (choice == tb.FTP)
+    hits_decoy = lured & host_routed & ~ghost
     works = jnp.any(pick & services[row] & ~broken[row]) & ~lured & host_routed
     exploited = is_exploit & works
     lands_root = jnp.any(pick & jnp.asarray(tb.ROOT_EXPLOITS)[row])
