@@ -885,6 +885,31 @@ def test_port_scan_behind_a_first_decoy_on_a_one_port_host_shows_nothing(fix_bug
         assert bool(after.red_ports[hop, tb.HARAKA]) == (action == _decoy(tb.HARAKA_SMTP, hop))
 
 
+@pytest.mark.parametrize(
+    ("fix_bugs", "offered"),
+    [(False, [tb.HARAKA, tb.HTTPS_RFI, tb.HTTP_RFI, tb.BLUE_KEEP]),
+     (True, [tb.HARAKA, tb.SQL, tb.HTTPS_RFI, tb.HTTP_RFI])],
+)  # fmt: skip
+def test_user3s_mysql_port_decides_sql_or_bluekeep(fix_bugs, offered):
+    # CybORG 2.1's linux_user_host1 runs MySQL on 3389 (a typo): Red's scan offers BlueKeep,
+    # which fails there. CybORG++ moves it to 3390: SQL injection, and no BlueKeep at all
+    # (real CybORG++: 512 SQL injections of User3 and no BlueKeep in a trained defender's 1000
+    # B_line episodes; jaxrl offered BlueKeep too, and it landed as SYSTEM). MySQL runs as
+    # root, so an SQL injection there lands as root (CybORG++: 18 of 18 from no shell).
+    params = QUIET.replace(fix_bugs=fix_bugs)
+    state = _state(bline_stage=1, bline_user=tb.USER3)  # port-scan User3
+    scanned, _, _ = _transition(jax.random.key(0), state, jnp.int32(0), params)
+    np.testing.assert_array_equal(np.flatnonzero(scanned.red_ports[tb.USER3]), offered)
+    if fix_bugs:
+        sql = np.zeros((13, 8), bool)
+        sql[tb.USER3, tb.SQL] = True
+        after, _, success = _transition_with(
+            _draws(), scanned.replace(red_ports=jnp.asarray(sql)), jnp.int32(0), params
+        )
+        assert bool(success) and int(after.access[tb.USER3]) == 1
+        assert bool(after.root_shell[tb.USER3])  # counted by the reward at once
+
+
 def test_decoy_placed_after_the_scan_is_not_chosen():
     # Red scanned Op_Server0 (SSH only); Blue then put a Haraka decoy there.
     state = _state(bline_stage=12, access=_hosts(tb.USER0, tb.ENTERPRISE2, value=2, dtype=np.int32))

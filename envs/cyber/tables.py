@@ -121,8 +121,10 @@ SERVICES_BUGGY = _host_table(
     },
     NUM_EXPLOITS,
 )
+# CybORG++ moves User3's MySQL to 3390: SQL on offer, and nothing listens on 3389 (no BlueKeep).
 SERVICES_FIXED = SERVICES_BUGGY.copy()
 SERVICES_FIXED[USER3, SQL] = True
+SERVICES_FIXED[USER3, BLUE_KEEP] = False
 
 # Ports each host's image listens on [13] (Defender 22/53/68; Enterprise1/2 seven; User0/1
 # 21/22; User2 four; User3 four; User4 five; the rest sshd alone). A port scan logs one
@@ -148,7 +150,7 @@ ROOT_EXPLOITS = _host_table(
         USER0: (FTP,),
         USER1: (FTP,),
         USER2: (ETERNAL_BLUE,),
-        USER3: (BLUE_KEEP, HARAKA),
+        USER3: (BLUE_KEEP, HARAKA, SQL),  # SQL (MySQL runs as root) only with CybORG++'s 3390
         USER4: (SQL, HARAKA),
     },
     NUM_EXPLOITS,
