@@ -43,7 +43,7 @@ from bench.cyber_defender import REDS, load_defender, parse_opening, with_openin
 from bench.cyber_peer import TRACE_FIELDS
 from envs.cyber import blue as cyber_blue
 from envs.cyber import env as cyber_env
-from envs.cyber import red
+from envs.cyber import red as cyber_red
 from envs.cyber import tables as tb
 from jaxrl.acting import PolicyParams, act
 from jaxrl.checkpoint import CheckpointError
@@ -155,9 +155,9 @@ def red_record(key: jax.Array, state: cyber_env.EnvState) -> dict[str, jax.Array
     choice = cyber_env.choose_exploit(draws.exploit_top, draws.exploit_other, ports)
     return {
         "red_kind": kind,
-        "red_target": jnp.where(kind == red.RED_SLEEP, -1, target),
-        "red_exploit": jnp.where(kind == red.RED_EXPLOIT, choice, -1),
-        "red_stage": jnp.where(state.red_agent == red.BLINE_AGENT, state.bline_stage, -1),
+        "red_target": jnp.where(kind == cyber_red.RED_SLEEP, -1, target),
+        "red_exploit": jnp.where(kind == cyber_red.RED_EXPLOIT, choice, -1),
+        "red_stage": jnp.where(state.red_agent == cyber_red.BLINE_AGENT, state.bline_stage, -1),
     }
 
 
