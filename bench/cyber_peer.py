@@ -310,6 +310,18 @@ def record_red(trace: dict[str, np.ndarray], episode: int, t: int, cyborg) -> No
 TABLE_STATES = ("scan", "exploit", "unknown", "user", "privileged")  # table_rates' columns
 
 
+def table_states(tables: np.ndarray) -> np.ndarray:
+    """Each host's row as ``TABLE_STATES`` indicators, bool [episodes, steps, 13, 5], from
+    Blue's 52-bit tables [episodes, steps, 52] (13 hosts x 4 bits: activity Scan 10 / Exploit
+    11, compromised Unknown 10 / User 01 / Privileged 11)."""
+    bits = np.asarray(tables).reshape(*np.shape(tables)[:2], 13, 4) == 1
+    return np.stack(
+        [bits[..., 0] & ~bits[..., 1], bits[..., 0] & bits[..., 1],
+         bits[..., 2] & ~bits[..., 3], ~bits[..., 2] & bits[..., 3], bits[..., 2] & bits[..., 3]],
+        axis=-1,
+    )  # fmt: skip
+
+
 def table_rates(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """How often each host's row shows each of ``TABLE_STATES``: mean and SE over episodes.
 
@@ -321,13 +333,7 @@ def table_rates(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
       ``(mean, se)``, float64 [13, 5] each: per episode the fraction of steps in that state,
       then its mean over episodes and the standard error of that mean.
     """
-    bits = np.asarray(tables).reshape(*np.shape(tables)[:2], 13, 4) == 1
-    states = np.stack(
-        [bits[..., 0] & ~bits[..., 1], bits[..., 0] & bits[..., 1],
-         bits[..., 2] & ~bits[..., 3], ~bits[..., 2] & bits[..., 3], bits[..., 2] & bits[..., 3]],
-        axis=-1,
-    )  # fmt: skip
-    per_episode = states.mean(axis=1)  # [episodes, 13, 5]
+    per_episode = table_states(tables).mean(axis=1)  # [episodes, 13, 5]
     se = per_episode.std(axis=0, ddof=1) / np.sqrt(len(per_episode))
     return per_episode.mean(axis=0), se
 

@@ -38,6 +38,7 @@ from bench.cyber_peer import (
     SUBNETS,
     TABLE_STATES,
     TRACE_FIELDS,
+    table_states,
 )
 from envs.cyber.tables import action_name
 
@@ -99,13 +100,10 @@ def series(trace: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out[f"access {host} root"] = trace["red_access"][..., h] == 2
     for a in np.unique(trace["blue_action"]).tolist():
         out[f"blue {action_name(a)}"] = trace["blue_action"] == a
-    bits = trace["table"].reshape(*trace["table"].shape[:2], len(HOSTS), 4) == 1
-    states = (bits[..., 0] & ~bits[..., 1], bits[..., 0] & bits[..., 1],
-              bits[..., 2] & ~bits[..., 3], ~bits[..., 2] & bits[..., 3],
-              bits[..., 2] & bits[..., 3])  # fmt: skip
+    states = table_states(trace["table"])  # [episodes, steps, 13, 5]
     for s, state in enumerate(TABLE_STATES):
         for h, host in enumerate(HOSTS):
-            out[f"table {host} {state}"] = states[s][..., h]
+            out[f"table {host} {state}"] = states[..., h, s]
     return {name: np.asarray(v, np.float32) for name, v in out.items()}
 
 
