@@ -2,8 +2,8 @@
 
     python -m bench.cyber_breakdown --run-dir DIR[,DIR...] [--red B_line] [--length 100]
                                     [--episodes 500] [--seed 153] [--fix-bugs]
-                                    [--opening A,B,...] [--stochastic] [--json FILE]
-                                    [--trace FILE.npz]
+                                    [--opening A,B,...] [--restore-foothold STEP]
+                                    [--stochastic] [--json FILE] [--trace FILE.npz]
 
 Plays the defender (one run, or several as a :class:`bench.cyber_defender.Ensemble`) for
 ``--episodes`` vmapped episodes of one evaluation cell (Red agent, episode length, bug
@@ -14,10 +14,13 @@ setting; GreenAgent off) and reports, per episode on average:
   or with ``--fix-bugs`` any shell) and what that cost (the host's value per counted step:
   these costs sum to the ``access`` term);
 - Blue's actions by kind, and the hosts of its Analyse, Remove and Restore actions;
-- the step Red first held a counted shell on a user host (User1-4, the foothold), and Blue's
-  most frequent actions in the first steps.
+- the step Red first held a counted shell on a user host (User1-4, the foothold), the
+  episodes where it holds one at the end, and Blue's most frequent actions in the first steps.
 
 ``--opening`` scripts Blue's first actions as ``bench.cyber_defender --opening`` does.
+``--restore-foothold STEP`` (B_line only) is an oracle probe: at step STEP (0-based) Blue's
+action is replaced by a Restore of the user host B_line drew for the episode (read from the
+env's state, which no defender sees), to ask what removing the foothold once would be worth.
 ``--trace`` also writes every step of every episode (Red's action and outcome, Red's hold per
 host, Blue's action, table and reward) in the format of ``bench/cyber_peer.py --trace``, which
 ``bench.cyber_trace`` compares step by step.
@@ -84,8 +87,10 @@ class Breakdown:
     targets: dict[str, dict[str, float]]  # analyse/remove/restore -> host -> count per episode
     foothold_step: tuple[float, float, float] | None  # 10/50/90th percentile; None if never
     no_foothold: float  # fraction of episodes without a counted user-host shell
+    foothold_at_end: float  # fraction of episodes with a counted user-host shell at the end
     opening: tuple[tuple[tuple[str, float], ...], ...]  # per step: (action name, fraction) x3
     scripted: tuple[int, ...] = ()  # Blue's scripted first actions (--opening), if any
+    restore_foothold: int | None = None  # the step of the oracle foothold Restore, if any
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -99,13 +104,17 @@ def play(
     episodes: int,
     seed: int,
     deterministic: bool,
+    restore_foothold: int | None = None,
 ):
     """``length`` steps of ``episodes`` fresh episodes (no auto-reset). Returns per step
     ``[T, E]`` arrays: Blue's CybORG actions (a reduced set's expanded), rewards, reward
     terms, Red's access and the counted hosts, and under ``"trace"`` the fields of
-    ``bench.cyber_peer.TRACE_FIELDS`` (:func:`red_record`, Blue's table)."""
+    ``bench.cyber_peer.TRACE_FIELDS`` (:func:`red_record`, Blue's table).
+    ``restore_foothold``: at that step Blue restores B_line's user host instead
+    (:func:`foothold_restore`)."""
     env = cyber_env.Cage2()
     network = setup.policy.network
+    action_set = env_params.action_set
     key_reset, key_steps, key_act = jax.random.split(jax.random.key(seed), 3)
 
     @jax.jit
@@ -118,10 +127,14 @@ def play(
             obs, state, hidden, is_first = carry
             key_env, key_policy = keys
             out = act(setup.policy, policy, hidden, obs, is_first, key_policy, deterministic)
+            action = out.action  # [E]
+            if restore_foothold is not None:
+                probe = foothold_restore(state.bline_user, action_set)  # [E]
+                action = jnp.where(state.time == restore_foothold, probe, action)
             keys_env = jax.random.split(key_env, episodes)
             red_before = jax.vmap(red_record)(keys_env, state)
             obs, state, reward, _, info = jax.vmap(env.step_env, in_axes=(0, 0, 0, None))(
-                keys_env, state, out.action, env_params
+                keys_env, state, action, env_params
             )
             counted = jax.vmap(cyber_env.privileged, in_axes=(0, None))(
                 state, jnp.asarray(env_params.fix_bugs)
@@ -139,6 +152,16 @@ def play(
         return jax.lax.scan(step, start, keys)[1]
 
     return jax.device_get(run(policy))
+
+
+def foothold_restore(user: jax.Array, action_set: str) -> jax.Array:
+    """Blue's action (int32, in ``action_set``) that restores user host ``user`` (int32 host
+    indices of User1-4, any shape): CybORG's Restore, or the reduced set's Restore slot."""
+    if action_set == "full":
+        return (tb.RESTORE + user).astype(jnp.int32)
+    slot = jnp.argmax(jnp.asarray(tb.REDUCED_HOSTS) == user[..., None], axis=-1)
+    restore = tb.REDUCED_KINDS.index("restore") * len(tb.REDUCED_HOSTS)
+    return (restore + slot).astype(jnp.int32)
 
 
 def red_record(key: jax.Array, state: cyber_env.EnvState) -> dict[str, jax.Array]:
@@ -185,25 +208,35 @@ def breakdown(
     deterministic: bool = True,
     opening: Sequence[int] = (),
     trace: str | Path | None = None,
+    restore_foothold: int | None = None,
 ) -> Breakdown:
     """One cell of the defender, broken down (see the module docstring); ``trace``: also
-    write every step's record there (:func:`write_trace`).
+    write every step's record there (:func:`write_trace`); ``restore_foothold``: the oracle
+    probe's step (B_line only).
 
     Raises:
       CheckpointError, ValueError: as :func:`bench.cyber_defender.load_defender`, an unknown
-        ``red``, ``length`` or ``episodes`` below 1.
+        ``red``, ``length`` or ``episodes`` below 1, a ``restore_foothold`` outside the
+        episode or against another Red.
     """
     if red not in REDS:
         raise ValueError(f"--red must be one of {sorted(REDS)}, got {red!r}")
     if length < 1 or episodes < 1:
         raise ValueError(f"--length and --episodes must be >= 1, got {length} and {episodes}")
+    if restore_foothold is not None:
+        if red != "B_line":
+            raise ValueError(f"--restore-foothold probes B_line's user host, not {red}'s")
+        if not 0 <= restore_foothold < length:
+            raise ValueError(
+                f"--restore-foothold needs a step in [0, {length}), got {restore_foothold}"
+            )
     setup, policy, _, label = load_defender(runs)
     if opening:
         setup, policy = with_opening(setup, policy, opening)
     overrides = {"red_agent": REDS[red], "max_steps_in_episode": length, "fix_bugs": fix_bugs,
                  "green_agent": False}  # fmt: skip
     rec = play(setup, policy, play_params(setup, overrides=overrides), length, episodes, seed,
-               deterministic)  # fmt: skip
+               deterministic, restore_foothold)  # fmt: skip
     if trace is not None:
         write_trace(trace, rec)
     returns = rec["reward"].astype(np.float64).sum(0)  # [E]
@@ -256,8 +289,10 @@ def breakdown(
             tuple(float(p) for p in np.percentile(first_step, [10, 50, 90])) if held.any() else None
         ),
         no_foothold=float(1.0 - held.mean()),
+        foothold_at_end=float(foothold[-1].mean()),
         opening=tuple(top_actions),
         scripted=tuple(opening),
+        restore_foothold=restore_foothold,
     )
 
 
@@ -266,6 +301,8 @@ def report(b: Breakdown) -> str:
     bugs = "fixed bugs" if b.fix_bugs else "CybORG 2.1 bugs"
     mode = "deterministic" if b.deterministic else "stochastic"
     scripted = f", opening {','.join(map(str, b.scripted))}" if b.scripted else ""
+    if b.restore_foothold is not None:
+        scripted += f", oracle Restore of B_line's user host at step {b.restore_foothold}"
     lines = [
         f"{b.runs}: {b.red} {b.length} steps, {bugs}, {b.episodes} episodes, seed {b.seed}, "
         f"{mode}{scripted}",
@@ -294,7 +331,7 @@ def report(b: Breakdown) -> str:
         lines.append(
             f"first counted user-host shell (the foothold): step {p10:.0f} / {p50:.0f} / "
             f"{p90:.0f} (10th / 50th / 90th percentile, 0-based), none in "
-            f"{b.no_foothold:.1%} of episodes"
+            f"{b.no_foothold:.1%} of episodes; held at the end in {b.foothold_at_end:.1%}"
         )
     for t, top in enumerate(b.opening):
         lines.append(f"  step {t}: " + ", ".join(f"{name} {p:.2f}" for name, p in top))
@@ -316,6 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--opening", help="Blue's first actions, scripted: A,B,... (0-144; 0-35 reduced)"
     )
+    parser.add_argument(
+        "--restore-foothold",
+        type=int,
+        metavar="STEP",
+        help="oracle probe (B_line): at STEP Blue restores B_line's user host instead",
+    )
     parser.add_argument("--stochastic", action="store_true", help="sample actions, not the mode")
     parser.add_argument("--json", type=Path, help="also write the breakdown to this JSON file")
     parser.add_argument(
@@ -330,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         opening = parse_opening(args.opening) if args.opening is not None else ()
         result = breakdown(
             args.run_dir, args.red, args.length, args.fix_bugs, args.episodes, args.seed,
-            not args.stochastic, opening, args.trace,
+            not args.stochastic, opening, args.trace, args.restore_foothold,
         )  # fmt: skip
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -154,3 +155,40 @@ def test_trace_records_every_step_as_the_peer_does(cage_run, tmp_path, capsys):
     assert all(d.z == 0 for d in steps + totals)
     assert cb.main([*argv[:-1], str(tmp_path / "no" / "t.npz")]) == 1
     assert "no directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("action_set", ["full", "reduced"])
+def test_foothold_restore_plays_a_restore_of_each_user_host(action_set):
+    from envs.cyber import env as cyber_env
+
+    users = np.asarray(cb.USER_HOSTS, np.int32)
+    actions = np.asarray(cb.foothold_restore(users, action_set))
+    state = cyber_env.initial_state(jax.random.key(0), cyber_env.EnvParams())
+    played = [int(cyber_env.expand_action(state, a, action_set, False)) for a in actions]
+    assert played == [tb.RESTORE + u for u in cb.USER_HOSTS]
+
+
+def test_the_foothold_restore_probe_restores_b_lines_user_host(cage_run, tmp_path, capsys):
+    """``--restore-foothold K`` replaces Blue's action at step K with a Restore of the user host
+    B_line port-scans at its stage 1, in every episode, and pays the Restore's cost."""
+    step = 6
+    path = tmp_path / "probe.npz"
+    probe = cb.breakdown(
+        cage_run, "B_line", LENGTH, episodes=EPISODES, seed=3, trace=path, restore_foothold=step
+    )
+    trace = cyber_trace.load(path)
+    first_scan = (trace["red_stage"] == 1).argmax(1)  # [E] B_line's port scan of its user host
+    user = trace["red_target"][np.arange(EPISODES), first_scan].astype(np.int32)
+    assert np.isin(user, cb.USER_HOSTS).all()
+    np.testing.assert_array_equal(trace["blue_action"][:, step], tb.RESTORE + user)
+    assert sum(probe.targets["restore"].get(tb.HOSTS[u], 0.0) for u in cb.USER_HOSTS) >= 1.0
+    assert probe.terms["restore"] <= -1.0
+    assert probe.restore_foothold == step and 0.0 <= probe.foothold_at_end <= 1.0
+    argv = ["--run-dir", str(cage_run), "--length", str(LENGTH), "--episodes", str(EPISODES),
+            "--restore-foothold", str(step)]  # fmt: skip
+    assert cb.main(argv) == 0
+    assert f"oracle Restore of B_line's user host at step {step}" in capsys.readouterr().out
+    assert cb.main([*argv[:-1], str(LENGTH)]) == 1
+    assert f"--restore-foothold needs a step in [0, {LENGTH})" in capsys.readouterr().err
+    assert cb.main([*argv, "--red", "Meander"]) == 1
+    assert "--restore-foothold probes B_line's user host, not Meander's" in capsys.readouterr().err
