@@ -26,7 +26,7 @@ host, Blue's action, table and reward) in the format of ``bench/cyber_peer.py --
 ``bench.cyber_trace`` compares step by step.
 Deterministic (the mode of each action distribution) unless ``--stochastic``. Exits 0 with
 the report; 1 with one line on bad input (as ``bench.cyber_defender``, or an unknown Red, a
-length below 1).
+length below 1, a ``--restore-foothold`` step outside the episode or against Meander).
 """
 
 from __future__ import annotations
