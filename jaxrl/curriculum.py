@@ -150,15 +150,23 @@ def window_mean(state: CurriculumState, length: jax.Array) -> jax.Array:
     return jnp.where(n > 0, total / jnp.maximum(n, 1), jnp.nan)
 
 
+class Promotion(struct.PyTreeNode):
+    """What :func:`advance` decided this update."""
+
+    promoted: jax.Array  # () bool, the next stage begins
+    capped: jax.Array  # () bool, promoted by ``max_updates`` with the metric rule unmet
+
+
 def advance(
     spec: CurriculumSpec, state: CurriculumState, metrics: dict[str, jax.Array]
-) -> tuple[CurriculumState, jax.Array]:
+) -> tuple[CurriculumState, Promotion]:
     """Push this update's metric and promote if the stage's rule holds.
 
     The rule: at least ``min_updates`` in the stage and the mean of the last ``window``
     pushed values at or above ``threshold``; or, whatever the metric, ``max_updates`` in
     the stage when that is set (a warm-up that never reaches its threshold cannot hold
-    the run).
+    the run). A promotion by the cap alone is ``capped``: the stage handed on a learner
+    that never met its threshold, which a run reports (``curriculum/capped_promotions``).
 
     Args:
       spec: the stages.
@@ -167,7 +175,7 @@ def advance(
         invalid values (no episode ended this update) are not pushed.
 
     Returns:
-      ``(state, promoted () bool)``.
+      ``(state, Promotion)``.
     """
     stage = state.stage
     # Each stage may use its own metric: evaluate all, pick the current one.
@@ -184,17 +192,17 @@ def advance(
 
     window = jnp.asarray(spec.window)[stage]
     max_updates = jnp.asarray(spec.max_updates)[stage]
-    ready = (stage < spec.num_stages - 1) & (
-        (
-            (state.updates_in_stage >= jnp.asarray(spec.min_updates)[stage])
-            & (state.count >= window)
-            & (window_mean(state, window) >= jnp.asarray(spec.threshold)[stage])
-        )
-        | ((max_updates > 0) & (state.updates_in_stage >= max_updates))
+    not_last = stage < spec.num_stages - 1
+    met = (
+        (state.updates_in_stage >= jnp.asarray(spec.min_updates)[stage])
+        & (state.count >= window)
+        & (window_mean(state, window) >= jnp.asarray(spec.threshold)[stage])
     )
+    at_cap = (max_updates > 0) & (state.updates_in_stage >= max_updates)
+    ready = not_last & (met | at_cap)
     promoted_state = CurriculumState.create(size).replace(stage=stage + 1)
     state = jax.tree.map(lambda new, old: jnp.where(ready, new, old), promoted_state, state)
-    return state, ready
+    return state, Promotion(promoted=ready, capped=ready & ~met)
 
 
 # ----------------------------------------------------------------------------- feature
@@ -268,21 +276,23 @@ class Curriculum(Feature):
                 for name, outcome_sum in sums.outcome_sums.items()
             },
         }
-        state, promoted = advance(self.spec, state, stage_metrics)
+        state, promotion = advance(self.spec, state, stage_metrics)
         window = jnp.asarray(self.spec.window)[state.stage]
         metrics = {
             "curriculum/stage": Scalar.of(state.stage),
             "curriculum/metric": Scalar.of(window_mean(state, window)),
-            "curriculum/promotions": Scalar.of(promoted),
+            "curriculum/promotions": Scalar.of(promotion.promoted),
+            "curriculum/capped_promotions": Scalar.of(promotion.capped),
         }
-        return state, FeatureOutput.of(metrics, reset=promoted)
+        return state, FeatureOutput.of(metrics, reset=promotion.promoted)
 
     def metric_specs(self) -> tuple[MetricSpec, ...]:
-        """Stage and window mean at the end of a chunk; promotions during it."""
+        """Stage and window mean at the end of a chunk; promotions (and capped ones) in it."""
         return (
             MetricSpec("curriculum/stage", "last"),
             MetricSpec("curriculum/metric", "last"),
             MetricSpec("curriculum/promotions", "sum"),
+            MetricSpec("curriculum/capped_promotions", "sum"),
         )
 
     def summary(self, state: CurriculumState) -> list[str]:

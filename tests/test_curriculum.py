@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import chex
@@ -101,16 +102,33 @@ def test_shipped_soccer_curriculum_cuts_touch_and_vel_to_ball_after_stage_1():
     assert not any(key.startswith("reward.goal") for key in spec.param_tables)
 
 
-def _run(spec, values):
-    """Feed per-update metric values (None = no episode ended); return stages after each."""
+@dataclasses.dataclass(frozen=True)
+class _Trace:
+    """What :func:`advance` did over a sequence of updates."""
+
+    state: CurriculumState  # after the last update
+    stages: list[int]  # stage after each update
+    promoted: list[bool]  # a promotion in that update
+    capped: list[bool]  # ... by ``max_updates`` alone
+
+
+def _trace(spec, values) -> _Trace:
+    """Feed per-update metric values (None = no episode ended) through ``advance``."""
     state = CurriculumState.create(int(spec.window.max()))
     step = jax.jit(lambda s, v, ok: advance(spec, s, {"episode_return": (v, ok)}))
-    stages, promoted = [], []
+    stages, promoted, capped = [], [], []
     for v in values:
         state, p = step(state, jnp.float32(0.0 if v is None else v), jnp.asarray(v is not None))
         stages.append(int(state.stage))
-        promoted.append(bool(p))
-    return state, stages, promoted
+        promoted.append(bool(p.promoted))
+        capped.append(bool(p.capped))
+    return _Trace(state=state, stages=stages, promoted=promoted, capped=capped)
+
+
+def _run(spec, values):
+    """``(state, stages, promoted)`` of :func:`_trace`."""
+    trace = _trace(spec, values)
+    return trace.state, trace.stages, trace.promoted
 
 
 def test_promotion_waits_for_min_updates_and_full_window():
@@ -130,12 +148,32 @@ def test_max_updates_promotes_a_stage_whose_metric_never_gets_there():
     spec = make_spec(CurriculumConfig(stages=stages), _Params())
     # Stage 0 never reaches 5 (updates without an episode count too): out at its 5th update.
     # Stage 1 has no limit: it holds on the same values.
-    _, stages_seen, promoted = _run(spec, [0, None, 1, 0, 1] + [0] * 10)
-    assert stages_seen == [0, 0, 0, 0, 1] + [1] * 10
-    assert promoted == [False] * 4 + [True] + [False] * 10
-    # The metric still promotes first when it gets there.
-    _, stages_seen, _ = _run(spec, [9, 9, 9, 0, 0])
-    assert stages_seen == [0, 0, 1, 1, 1]
+    trace = _trace(spec, [0, None, 1, 0, 1] + [0] * 10)
+    assert trace.stages == [0, 0, 0, 0, 1] + [1] * 10
+    assert trace.promoted == [False] * 4 + [True] + [False] * 10
+    # That promotion came by the cap alone: it is flagged.
+    assert trace.capped == trace.promoted
+    # The metric still promotes first when it gets there, and that promotion is not capped.
+    trace = _trace(spec, [9, 9, 9, 0, 0])
+    assert trace.stages == [0, 0, 1, 1, 1]
+    assert trace.promoted == [False, False, True, False, False]
+    assert trace.capped == [False] * 5
+
+
+def test_a_promotion_at_the_cap_with_the_metric_met_is_not_capped():
+    stages = (
+        StageConfig(name="good", threshold=5.0, window=2, min_updates=4, max_updates=4),
+        StageConfig(name="last"),
+    )
+    spec = make_spec(CurriculumConfig(stages=stages), _Params())
+    # At update 4 both rules hold (min_updates 4, a full good window): the metric's promotion.
+    trace = _trace(spec, [9, 9, 9, 9, 9])
+    assert trace.stages == [0, 0, 0, 1, 1]
+    assert trace.capped == [False] * 5
+    # The same cap with a window below the threshold: capped.
+    trace = _trace(spec, [9, 9, 1, 1, 9])
+    assert trace.promoted == [False, False, False, True, False]
+    assert trace.capped == trace.promoted
 
 
 def test_summary_names_each_members_stage():
@@ -213,6 +251,8 @@ def test_curriculum_state_is_logged_checkpointed_and_resumed(tmp_path):
     result = train(config, tmp_path / "run", quiet=True)
     assert [row["curriculum/stage"] for row in result.history] == [1.0, 1.0, 1.0]
     assert sum(row["curriculum/promotions"] for row in result.history) == 1.0
+    # Stage "short" promotes on its metric (threshold 0), not on a cap.
+    assert sum(row["curriculum/capped_promotions"] for row in result.history) == 0.0
     setup = make_setup(config)
     restored, _ = Checkpointer(result.run_dir, create=False).restore(
         init_runner_state(setup, jax.random.key(0)), step=4
