@@ -29,7 +29,15 @@ _OWN_CACHE: list[str] = []  # the directory this process made (removed at the en
 # test_precision) 82 s with them and 80 s without. The flags act on LLVM's code generation,
 # not on the HLO: the optimised HLO the audit reads is unchanged. Training runs and benchmarks
 # keep XLA's defaults.
-FAST_COMPILE = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# The fusions are emitted by XLA's classic elemental emitter rather than its MLIR fusion
+# emitters (xla_cpu_use_fusion_emitters=false): the backend compile is most of a heavy test
+# (113 of 137 s in tests/test_league_exploiters.py, jax.monitoring), and on the 2-core Xeon
+# (model 207), 2026-12-02, one core each, the exploiters' frozen-target test took 27 s with it
+# against 41 s without, and test_precision + test_learning + test_hlo_audit 98 s against 120 s.
+FAST_COMPILE = (
+    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
+    "--xla_cpu_use_fusion_emitters=false"
+)
 
 
 def pytest_configure(config):
