@@ -242,6 +242,53 @@ def test_observation_rows_are_each_teams_observe():
     assert np.all(np.abs(views["obs"][active]).sum(-1) > 0)
 
 
+def _blocks(rows):
+    """Teammate blocks [..., 2, 9] and opponent blocks [..., 3, 9] of observation rows."""
+    other = physics.OTHER_FEATURES
+    mates = rows[..., 20 : 20 + 2 * other].reshape(*rows.shape[:-1], 2, other)
+    return mates, rows[..., 20 + 2 * other :].reshape(*rows.shape[:-1], 3, other)
+
+
+def test_nearest_first_lists_the_same_cars_by_distance_and_changes_nothing_else():
+    """Each car's teammate and opponent blocks are the slot-order blocks re-listed nearest first
+    (by the block's own relative position), inactive ones last; the rest of the row, the
+    RulePolicy's actions and everything but the order are as in slot order."""
+    states = _random_states(11)  # team sizes drawn per env: blue 1..3, orange 0..3
+    plain = _views(states, _params())
+    near = _views(states, _params(nearest_first=True))  # a leaf: the same compiled _VIEWS
+    active = np.asarray(states.car_active)
+    np.testing.assert_array_equal(near["obs"][..., :20], plain["obs"][..., :20])
+    np.testing.assert_array_equal(near["rule"], plain["rule"])  # it reads no opponent order
+    reordered = 0
+    pairs = zip(_blocks(near["obs"][active]), _blocks(plain["obs"][active]), strict=True)
+    for got, want in pairs:
+        live = want[..., 0] > 0.5  # the active flag of each block in slot order
+        distance = np.where(live, np.linalg.norm(want[..., 1:3], axis=-1), np.inf)
+        order = np.argsort(distance, axis=-1, kind="stable")
+        np.testing.assert_array_equal(got, np.take_along_axis(want, order[..., None], axis=-2))
+        reordered += int(np.any(got != want, axis=(-1, -2)).sum())
+    assert reordered > 50  # the random states do reorder (the test is not vacuous)
+
+
+def test_nearest_first_by_hand():
+    """Blue car 0 at the centre: its teammate 2 (1 m ahead) before teammate 1 (3 m), and the
+    only active opponent (orange slot 2) first, then the two parked, all-zero blocks."""
+    state, params = _random_state(0, blue=3, orange=3)
+    car_pos = np.asarray(state.bodies.car_pos).copy()
+    car_pos[:3] = [[0.0, 0.0], [0.0, 3.0], [1.0, 0.0]]
+    active = np.array([True, True, True, False, False, True])
+    car_pos[3:5] = physics.PARK_POSITIONS[3:5]
+    state = state.replace(
+        bodies=state.bodies.replace(car_pos=jnp.asarray(car_pos)), car_active=jnp.asarray(active)
+    )
+    plain = _views(_batch(state), params)["obs"][0, 0]
+    near = _views(_batch(state), params.replace(nearest_first=True))["obs"][0, 0]
+    (mates, opps), (near_mates, near_opps) = _blocks(plain), _blocks(near)
+    np.testing.assert_array_equal(near_mates, mates[[1, 0]])
+    np.testing.assert_array_equal(near_opps, opps[[2, 0, 1]])
+    np.testing.assert_array_equal(near_opps[1:], 0.0)
+
+
 def test_reward_is_team_spirit_blend_of_terms():
     params = _params(blue_size=3, orange_size=2, opponent_kind=RULE)
     _, trace = _roll(_reset(params, seed=2), params, RULE)

@@ -34,7 +34,9 @@ is the world rotated so the car's team attacks +y (identity for blue, 180 degree
     16:18  2     opponent goal centre relative to the car, car frame (/ HALF_LENGTH)
     18:20  2     own goal centre relative to the car, car frame (/ HALF_LENGTH)
     20:38  2x9   teammates (the other two own slots, in slot order), then
-    38:65  3x9   opponents (their slots 0, 1, 2); each block of 9:
+    38:65  3x9   opponents (their slots 0, 1, 2); with ``nearest_first`` both lists are
+                   ordered by distance from the car instead, nearest first, inactive last;
+                   each block of 9:
                    active flag; relative position, car frame (/ HALF_LENGTH, 2);
                    relative velocity, car frame (/ CAR_SPEED_SCALE, 2);
                    position, team frame (x / HALF_WIDTH, y / HALF_LENGTH, 2);
@@ -170,6 +172,9 @@ class EnvParams(struct.PyTreeNode):
     opponent_kind: jax.Array = np.int32(RULE)  # () scripted opponent: 0 idle, 1 Rule, 2 random
     opponent_skill: jax.Array = np.float32(1.0)  # () its p(random action) per car = 1 - skill
     goal_ends_episode: jax.Array = np.bool_(False)  # () a goal terminates (else: kickoff)
+    # () list each car's teammates and opponents nearest first (inactive ones last), instead of
+    # in slot order: a canonical order, so the policy need not learn every permutation.
+    nearest_first: jax.Array = np.bool_(False)
     reward: RewardWeights = struct.field(default_factory=RewardWeights)
     physics: PhysicsParams = struct.field(default_factory=PhysicsParams)
 
@@ -291,6 +296,7 @@ def _other_features(
     vel: jax.Array,
     direction: jax.Array,
     active: jax.Array,
+    nearest_first: jax.Array,
 ) -> jax.Array:
     """Features of K other cars seen from each of 3 own cars, for both teams.
 
@@ -302,6 +308,8 @@ def _other_features(
       vel: [2, 3, K, 2] their velocities.
       direction: [2, 3, K, 2] their heading unit vectors.
       active: [2, 3, K] bool, whether each of them plays.
+      nearest_first: () bool: list the K blocks by distance from the own car, nearest first and
+        inactive ones last (ties keep slot order); else in slot order.
 
     Returns:
       float32 [2, 3, K * 9].
@@ -320,7 +328,28 @@ def _other_features(
         axis=-1,
     )  # [2, 3, K, 9]
     feats = jnp.where(active[..., None], feats, 0.0)
+    feats = jnp.where(
+        nearest_first, _nearest_first(pos - self_pos[:, :, None], active, feats), feats
+    )
     return feats.reshape(*feats.shape[:2], -1)
+
+
+def _nearest_first(offset: jax.Array, active: jax.Array, feats: jax.Array) -> jax.Array:
+    """``feats`` [2, 3, K, F] reordered on the K axis by ``|offset|`` [2, 3, K, 2], nearest first.
+
+    Inactive cars (``active`` [2, 3, K] false) go last; ties keep slot order. Computed as ranks
+    from pairwise comparisons and a masked sum, not a sort, gather or dot: elementwise work
+    that fuses with the rest of the observation (K is 2 or 3).
+    """
+    k = feats.shape[2]
+    distance = jnp.where(active, jnp.sum(offset * offset, axis=-1), jnp.inf)  # [2, 3, K]
+    before = distance[..., None, :] < distance[..., :, None]  # [.., i, j]: j ahead of i
+    tie = (distance[..., None, :] == distance[..., :, None]) & (
+        np.arange(k) < np.arange(k)[:, None]
+    )
+    rank = jnp.sum(before | tie, axis=-1)  # [2, 3, K] each car's place, a permutation of 0..K-1
+    at = rank[..., None, :] == np.arange(k)[:, None]  # [2, 3, place, K]
+    return jnp.sum(jnp.where(at[..., None], feats[..., None, :, :], 0.0), axis=-2)
 
 
 def _time_left(state: EnvState, params: EnvParams) -> jax.Array:
@@ -374,6 +403,7 @@ def observe_teams(state: EnvState, params: EnvParams) -> jax.Array:
         vel[:, _TEAMMATES],
         direction[:, _TEAMMATES],
         f.own_active[:, _TEAMMATES],
+        params.nearest_first,
     )  # [2, 3, 18]
     others = (NUM_TEAMS, MAX_PER_TEAM, MAX_PER_TEAM)
     opps = _other_features(
@@ -384,6 +414,7 @@ def observe_teams(state: EnvState, params: EnvParams) -> jax.Array:
         jnp.broadcast_to(f.opp_vel[:, None], (*others, 2)),
         jnp.broadcast_to(f.opp_dir[:, None], (*others, 2)),
         jnp.broadcast_to(f.opp_active[:, None], others),
+        params.nearest_first,
     )  # [2, 3, 27]
     obs = jnp.concatenate([own, ball, mates, opps], axis=-1)
     obs = jnp.where(f.own_active[..., None], obs, 0.0).astype(jnp.float32)
