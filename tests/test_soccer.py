@@ -72,14 +72,7 @@ def _params(**overrides) -> EnvParams:
     return ENV.default_params.replace(max_steps_in_episode=MATCH_STEPS, **overrides)
 
 
-# The suite compiles without LLVM's optimisations (conftest.FAST_COMPILE); this module runs
-# its two compiled helpers for whole matches, so they compile as users do: on the 2-core Xeon
-# (model 207), 2026-12-02, one core, the file took 43 s so against 61 s (the RulePolicy
-# comparison's 50 rollout chunks and 74 views 5.8 s against 22.0 s).
-OPTIMIZED = {"xla_backend_optimization_level": 3, "xla_llvm_disable_expensive_passes": False}
-
-
-@functools.partial(jax.jit, compiler_options=OPTIMIZED)
+@jax.jit
 @chex.assert_max_traces(n=1)
 def _ROLL(key, state, params, learner_kind):  # noqa: N802 - the module's compiled function
     return scripted_rollout(ENV, key, state, params, learner_kind, ROLL_STEPS)
@@ -97,7 +90,7 @@ def _state_based_rule_actions(state):
     return jnp.concatenate([rule_controls(view) for view in views])
 
 
-@functools.partial(jax.jit, compiler_options=OPTIMIZED)
+@jax.jit
 @chex.assert_max_traces(n=1)
 def _VIEWS(state, params):  # noqa: N802 - observations and both RulePolicies, [ROLL_ENVS] states
     obs = jax.vmap(ENV.get_obs, in_axes=(0, None))(state, params)  # [B, 6, D]
