@@ -269,3 +269,23 @@ def test_continuous_loss_matches_numpy(continuous_case, clip_value):
     hp = _hp(clip_value=clip_value, normalize_advantages=True)
     loss, metrics = ppo_loss(params, network, _batch(actions, log_prob, value), hp, False)
     _assert_metrics(loss, metrics, _np_ppo(log_prob, entropy, value, hp))
+
+
+def test_value_clip_stops_a_value_short_of_a_goal_sized_target(discrete_case):
+    """With ``clip_value`` a value already 0.3 above its rollout value gets no pull toward a
+    target 10 above that (a soccer goal): the clip holds each update's move to +-clip_eps in
+    reward units. Unclipped, the critic head's bias gets ``vf_coef * mean(V - R)``, by hand
+    ``0.5 * (0.3 - 10) = -4.85``, since every sample has ``V - R = -9.7``."""
+    network, params, _, log_prob, _, value = discrete_case
+    old_value = value - 0.3
+    batch = _batch(DISCRETE_ACTIONS, log_prob, value).replace(
+        value=jnp.asarray(old_value, jnp.float32)[None],
+        target=jnp.asarray(old_value + 10.0, jnp.float32)[None],
+    )
+
+    def bias_grad(clip_value):
+        loss = lambda p: ppo_loss(p, network, batch, _hp(clip_value=clip_value), True)[0]  # noqa: E731
+        return float(jax.grad(loss)(params)["params"]["critic_head"]["bias"][0])
+
+    assert bias_grad(True) == 0.0
+    np.testing.assert_allclose(bias_grad(False), VF_COEF * -9.7, rtol=1e-5)
