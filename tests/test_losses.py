@@ -284,7 +284,9 @@ def test_value_clip_stops_a_value_short_of_a_goal_sized_target(discrete_case):
     )
 
     def bias_grad(clip_value):
-        loss = lambda p: ppo_loss(p, network, batch, _hp(clip_value=clip_value), True)[0]  # noqa: E731
+        def loss(p):
+            return ppo_loss(p, network, batch, _hp(clip_value=clip_value), True)[0]
+
         return float(jax.grad(loss)(params)["params"]["critic_head"]["bias"][0])
 
     assert bias_grad(True) == 0.0
