@@ -484,6 +484,78 @@ def test_orange_reward_terms_are_blues_in_the_mirrored_world():
     assert terms["vel_ball_to_goal"][0] != terms["vel_ball_to_goal"][3]
 
 
+def test_new_touches_by_hand():
+    t, f = True, False
+    cases = [  # (touch, last before, new, last after)
+        ([t, f, f, f, f, f], [f] * 6, [t, f, f, f, f, f], [t, f, f, f, f, f]),  # first touch
+        ([t, f, f, f, f, f], [t, f, f, f, f, f], [f] * 6, [t, f, f, f, f, f]),  # still in contact
+        ([f] * 6, [t, f, f, f, f, f], [f] * 6, [t, f, f, f, f, f]),  # nobody touches
+        ([t, f, f, t, f, f], [t, f, f, f, f, f], [f, f, f, t, f, f], [f, f, f, t, f, f]),
+        ([f, t, f, t, f, f], [f] * 6, [f, t, f, t, f, f], [f, t, f, t, f, f]),  # together
+    ]
+    for touch, last, want_new, want_last in cases:
+        new, after = soccer_env.new_touches(jnp.array(touch), jnp.array(last))
+        np.testing.assert_array_equal(new, want_new)
+        np.testing.assert_array_equal(after, want_last)
+
+
+@jax.jit
+@chex.assert_max_traces(n=1)
+def _STEP(key, state, action, params):  # noqa: N802 - one env step, params traced
+    return ENV.step_env(key, state, action, params)
+
+
+def _touching(state, car):
+    """``state`` with ``car`` at rest against the ball at the centre, the other cars parked."""
+    b = state.bodies
+    car_pos = jnp.asarray(physics.PARK_POSITIONS).at[car].set(
+        [0.0, -(physics.CAR_RADIUS + physics.BALL_RADIUS) + 0.05]
+    )
+    bodies = b.replace(
+        car_pos=car_pos,
+        car_vel=jnp.zeros_like(b.car_vel),
+        ball_pos=jnp.zeros(2, jnp.float32),
+        ball_vel=jnp.zeros(2, jnp.float32),
+    )
+    return state.replace(bodies=bodies)
+
+
+def test_touch_once_pays_a_car_until_another_touches_and_kickoffs_clear_it():
+    """Contact held over steps pays every step by default and once with touch_once; another
+    car's touch makes the first car's next touch new; a kickoff after a goal forgets it."""
+    params = _params(blue_size=1, orange_size=1, opponent_kind=IDLE)
+    key = jax.random.key(0)
+    _, start = ENV.reset_env(key, params)
+    idle = jnp.full(6, soccer_env.NOOP_ACTION, jnp.int32)
+
+    def touches(params, cars):  # the touch term of cars 0 and 3 at each step
+        state, paid = start, []
+        for car in cars:  # hold ``car`` against the ball at every step
+            _, state, _, _, info = _STEP(key, _touching(state, car), idle, params)
+            assert bool(info["ball_touch"][car])
+            paid.append(np.asarray(info["reward_terms"]["touch"])[[0, 3]])
+        return np.array(paid), state
+
+    cars = [0, 0, 0, 3, 3, 0]
+    every, _ = touches(params, cars)
+    np.testing.assert_allclose(every, [[0.5, 0]] * 3 + [[0, 0.5]] * 2 + [[0.5, 0]])
+    once, state = touches(params.replace(reward=params.reward.replace(touch_once=True)), cars)
+    np.testing.assert_allclose(once, [[0.5, 0], [0, 0], [0, 0], [0, 0.5], [0, 0], [0.5, 0]])
+    np.testing.assert_array_equal(state.last_touch, [1, 0, 0, 0, 0, 0])
+    # A goal restarts from kickoff: nobody has touched the new ball.
+    shot = state.bodies.replace(
+        ball_pos=jnp.array([0.0, 4.6], jnp.float32), ball_vel=jnp.array([0.0, 5.0], jnp.float32)
+    )
+    state = state.replace(bodies=shot)
+    for _ in range(3):  # the ball crosses the line within 3 steps (test_goal_detected_once...)
+        assert np.asarray(state.last_touch).any()
+        _, state, _, _, info = _STEP(key, state, idle, params)
+        if float(info["goal_blue"]):
+            break
+    assert float(info["goal_blue"]) == 1.0
+    assert not np.asarray(state.last_touch).any()
+
+
 # ----------------------------------------------------------------------------- physics
 
 
@@ -703,6 +775,7 @@ def _random_states(seed, blue=None, orange=None):
         bodies=jax.tree.map(lambda x: x.astype(f32), bodies),
         car_active=active,
         score=np.zeros((n, 2), np.int32),
+        last_touch=active & (rng.random((n, 6)) < 0.3),
     )
     return jax.tree.map(jnp.asarray, state)
 
@@ -729,6 +802,7 @@ def _mirror_by_hand(state):
         bodies=jax.tree.map(jnp.asarray, bodies),
         car_active=jnp.asarray(np.asarray(state.car_active)[SWAP]),
         score=jnp.asarray(np.asarray(state.score)[::-1]),
+        last_touch=jnp.asarray(np.asarray(state.last_touch)[SWAP]),
     )
 
 

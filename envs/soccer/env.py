@@ -148,6 +148,10 @@ class RewardWeights(struct.PyTreeNode):
     team_spirit: jax.Array = np.float32(0.3)  # blend: (1 - ts) * own + ts * team mean
     potential_gamma: jax.Array = np.float32(1.0)  # gamma of the potential shaping (1: difference)
     sparse: jax.Array = np.bool_(False)  # keep only the goal terms
+    # The touch term pays a car only when it was not the ball's last toucher (see
+    # ``new_touches``): dribbling, pinning or tapping the ball pays once until another car
+    # touches it, so touching cannot be farmed. False: every step of contact pays.
+    touch_once: jax.Array = np.bool_(False)
 
     def __post_init__(self):
         """Cast Python scalars to the leaf dtypes (see ``physics.cast_python_scalars``)."""
@@ -190,6 +194,9 @@ class EnvState(struct.PyTreeNode):
     bodies: Bodies  # cars [6] and ball
     car_active: jax.Array  # [6] bool, fixed at reset from the (drawn) team sizes
     score: jax.Array  # [2] int32, goals of (blue, orange) this episode
+    # [6] bool, the car(s) that touched the ball last (all false until a touch after a kickoff;
+    # several when they touched it first in the same step)
+    last_touch: jax.Array
 
 
 def load_reward_weights(path: str | Path = DEFAULT_REWARD_PATH) -> RewardWeights:
@@ -445,8 +452,30 @@ def ball_goal_potential(ball_pos: jax.Array) -> jax.Array:
     return (d_own - d_opp) / (2.0 * HALF_LENGTH)
 
 
+def new_touches(touch: jax.Array, last_touch: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Which touches are new, and who touched the ball last after them.
+
+    A touch is new when the car was not the ball's last toucher. Cars that touch it first in
+    the same step are all last touchers after it; a step without a new touch keeps the last.
+
+    Args:
+      touch: [6] bool, cars touching the ball this step.
+      last_touch: [6] bool, the last toucher(s) before the step.
+
+    Returns:
+      ``(new [6] bool, last_touch [6] bool)``.
+    """
+    new = touch & ~last_touch
+    return new, jnp.where(jnp.any(new), new, last_touch)
+
+
 def reward_terms(
-    prev: Bodies, bodies: Bodies, events: StepEvents, agent_mask: jax.Array, w: RewardWeights
+    prev: Bodies,
+    bodies: Bodies,
+    events: StepEvents,
+    agent_mask: jax.Array,
+    w: RewardWeights,
+    new_touch: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
     """Weighted reward terms of every car slot from its team's side, each float32 [6].
 
@@ -462,6 +491,8 @@ def reward_terms(
       events: what happened during the step.
       agent_mask: [6] bool, active slots.
       w: weights.
+      new_touch: [6] bool, the step's new touches (:func:`new_touches`), paid instead of
+        ``events.touch`` when ``w.touch_once``; None: every touch is new.
 
     Returns:
       ``{name: float32 [6]}`` for every name in ``REWARD_TERMS``; zero for inactive slots.
@@ -477,6 +508,7 @@ def reward_terms(
         sign * prev.ball_pos
     )  # [2]
     goal_for = jnp.stack([events.goal_blue, events.goal_orange])  # [2]
+    paid_touch = events.touch if new_touch is None else new_touch  # [6], when touch_once
 
     def per_car(team_values):  # [2] -> [6]
         return jnp.repeat(team_values, MAX_PER_TEAM, total_repeat_length=NUM_CARS)
@@ -484,7 +516,7 @@ def reward_terms(
     terms = {
         "goal_scored": w.goal_scored * per_car(goal_for),
         "goal_conceded": w.goal_conceded * per_car(goal_for[::-1]),
-        "touch": dense * w.touch * events.touch,
+        "touch": dense * w.touch * jnp.where(w.touch_once, paid_touch, events.touch),
         "vel_to_ball": dense * w.vel_to_ball * vel_to_ball,
         "vel_ball_to_goal": dense * w.vel_ball_to_goal * per_car(ball_to_goal / BALL_SPEED_SCALE),
         "ball_goal_potential": dense * w.ball_goal_potential * per_car(potential),
@@ -617,6 +649,7 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
             bodies=physics.kickoff_from_uniforms(u[:-1], active, params.physics),
             car_active=active,
             score=jnp.zeros(2, jnp.int32),
+            last_touch=jnp.zeros(NUM_CARS, bool),
         )
         return observe_teams(state, params), state
 
@@ -629,7 +662,8 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
         controls = physics.decode_actions(actions)
         bodies, events = physics.step_physics(state.bodies, controls, agent_mask, params.physics)
 
-        terms = reward_terms(state.bodies, bodies, events, agent_mask, params.reward)
+        new_touch, last_touch = new_touches(events.touch & agent_mask, state.last_touch)
+        terms = reward_terms(state.bodies, bodies, events, agent_mask, params.reward, new_touch)
         individual = sum(terms.values())
         reward = blend_team_spirit(
             individual.reshape(NUM_TEAMS, MAX_PER_TEAM),
@@ -644,7 +678,10 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
         kickoff = physics.kickoff(key, state.car_active, params.physics)
         bodies = jax.tree.map(lambda k, b: jnp.where(restart, k, b), kickoff, bodies)
 
-        state = state.replace(time=state.time + 1, bodies=bodies, score=score)
+        last_touch = last_touch & ~restart  # a kickoff: nobody has touched the new ball
+        state = state.replace(
+            time=state.time + 1, bodies=bodies, score=score, last_touch=last_touch
+        )
         info = {
             "agent_mask": agent_mask,
             "goal_blue": events.goal_blue.astype(jnp.float32),
