@@ -508,8 +508,10 @@ def _STEP(key, state, action, params):  # noqa: N802 - one env step, params trac
 def _touching(state, car):
     """``state`` with ``car`` at rest against the ball at the centre, the other cars parked."""
     b = state.bodies
-    car_pos = jnp.asarray(physics.PARK_POSITIONS).at[car].set(
-        [0.0, -(physics.CAR_RADIUS + physics.BALL_RADIUS) + 0.05]
+    car_pos = (
+        jnp.asarray(physics.PARK_POSITIONS)
+        .at[car]
+        .set([0.0, -(physics.CAR_RADIUS + physics.BALL_RADIUS) + 0.05])
     )
     bodies = b.replace(
         car_pos=car_pos,
