@@ -18,6 +18,8 @@
 # .whl/ = py3.12 wheels the GPU image lacks (../shared/tools/device-prep.sh or bench/gpu_prep.sh).
 # The device call: carry [".proj", ".whl"], command
 #   OUT=$OUT BUDGET=570 bash .proj/bench/gpu_league_pbt.sh
+# LEAGUE_ARGS='network.hidden_sizes=[256,256]' before it trains the league with the wider torsos
+# (README "Self-play and Elo": ahead per env step on the CPU, 2026-12-04).
 # CPU dry run of the plumbing (tiny sizes, no wheels installed):
 #   TINY=1 BUDGET=1500 PY=$PWD/.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/gpu_league_pbt.sh
 set -u
@@ -25,6 +27,7 @@ TINY=${TINY:-0}
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpuout}
 BUDGET=${BUDGET:-570}
+LEAGUE_ARGS=${LEAGUE_ARGS:-}  # extra overrides of the league run, e.g. 'network.hidden_sizes=[256,256]'
 mkdir -p "$OUT"
 root=$PWD
 log=$OUT/log.txt
@@ -56,8 +59,9 @@ runs=/tmp/runs; rm -rf "$runs"; mkdir -p "$runs"
 
 # 1. The league, alone on the card
 step "soccer league, $ENVS envs, $LEAGUE_STEPS steps, at most ${LEAGUE_S}s"
+# shellcheck disable=SC2086  # LEAGUE_ARGS: config overrides, split on spaces
 run "$LEAGUE_S" $PY -m jaxrl.train --config configs/soccer_selfplay.yaml env.num_envs=$ENVS \
-  train.total_steps=$LEAGUE_STEPS --run-dir "$runs/league" --quiet >> "$log" 2>&1
+  train.total_steps=$LEAGUE_STEPS --run-dir "$runs/league" --quiet $LEAGUE_ARGS >> "$log" 2>&1
 $PY -m bench.run_report --run-dir "$runs/league" --json "$OUT/league_report.json" >> "$log" 2>&1
 # From here several programs share the card: each takes memory as it needs it.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
