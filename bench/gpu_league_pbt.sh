@@ -27,7 +27,7 @@ TINY=${TINY:-0}
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpuout}
 BUDGET=${BUDGET:-570}
-LEAGUE_ARGS=${LEAGUE_ARGS:-}  # extra overrides of the league run, e.g. 'network.hidden_sizes=[256,256]'
+LEAGUE_ARGS=${LEAGUE_ARGS:-}  # extra config overrides of the league run (header)
 mkdir -p "$OUT"
 root=$PWD
 log=$OUT/log.txt
