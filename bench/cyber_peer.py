@@ -32,6 +32,10 @@ run as, e.g.::
     cd /work/venvs/src/Debugged_CybORG/CybORG && PYTHONPATH=. /work/venvs/cage/bin/python \
         /work/main/bench/cyber_peer.py --red Meander --blue decoy_mix --episodes 200 --tag fixed
 
+``--blue policy --policy D.npz`` plays a trained defender (``bench.cyber_export``'s ``.npz``,
+:class:`PolicyBlue`); with ``--meander-policy M.npz`` as well, one defender per Red behind the
+Red fingerprint (:class:`PairBlue`, as ``bench.cyber_defender --b-line-run B --meander-run M``).
+
 ``--trace FILE.npz`` also records every step of every episode (``TRACE_FIELDS``: the reward,
 Blue's action and table, Red's action, exploit, success and B_line stage, and Red's hold on
 each host); ``python -m bench.cyber_breakdown --trace`` writes the same for jaxrl's CAGE2 and
@@ -239,6 +243,53 @@ class PolicyBlue:
         return self.last_action
 
 
+class PairBlue:
+    """One defender per Red behind the Red fingerprint, as ``bench.cyber_defender --b-line-run B
+    --meander-run M`` plays them (``envs.cyber.fingerprint``, restated here without jax).
+
+    Both :class:`PolicyBlue` players read every observation and advance their GRU states; the
+    B_line defender's action is played until the observation of step :attr:`DECIDE_AT` shows
+    Red activity on two hosts or more (Meander port-scans the user IPs one by one), from then on
+    the Meander defender's, for the rest of the episode. Both keep the action played as their
+    own (the decoys placed and the last action are the episode's, whichever network chose).
+    """
+
+    UNDECIDED, BLINE, MEANDER = -1, 1, 2  # the verdicts, envs.cyber.red's Red indices
+    DECIDE_AT = 3  # fingerprint.DECIDE_AT
+
+    def __init__(self, b_line: str, meander: str, fix_bugs: bool = False):
+        self.players = (PolicyBlue(b_line, fix_bugs), PolicyBlue(meander, fix_bugs))
+        for player in self.players:
+            if player.obs_mode == "table":
+                raise ValueError("a pair needs the extended or history observation (the scan history)")
+        self.reset()
+
+    def reset(self) -> None:
+        for player in self.players:
+            player.reset()
+        self.verdict = self.UNDECIDED
+
+    def update_verdict(self) -> int:
+        """The verdict after the observation just recorded (``fingerprint.update_verdict``)."""
+        b_line = self.players[0]
+        if self.verdict == self.UNDECIDED and b_line.time >= self.DECIDE_AT:
+            touched = int(np.sum(b_line.scan_history > 0))
+            self.verdict = self.MEANDER if touched >= 2 else self.BLINE
+        return self.verdict
+
+    def act(self, obs: np.ndarray, success: bool | None = None) -> int:
+        actions = []
+        for player in self.players:
+            player._record(obs, success)
+            actions.append(int(np.argmax(player.logits(player.observation(obs)))))
+        chosen = 1 if self.update_verdict() == self.MEANDER else 0
+        played = self.players[chosen].cyborg_action(actions[chosen])
+        for player in self.players:
+            player.last_action = played
+            player.time += 1
+        return played
+
+
 # ---- per-step traces (--trace; compared with jaxrl's by bench.cyber_trace) ------------------
 
 # envs.cyber.tables' HOSTS, SUBNETS and EXPLOITS, and envs.cyber.red's RED_* kinds, in order.
@@ -338,12 +389,23 @@ def table_rates(tables: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return per_episode.mean(axis=0), se
 
 
-def make_blue(blue: str, seed: int, policy: str | None = None, fix_bugs: bool = False):
-    """The Blue named ``blue`` (``policy``: the ``.npz`` of ``bench.cyber_export``)."""
+def make_blue(
+    blue: str,
+    seed: int,
+    policy: str | None = None,
+    fix_bugs: bool = False,
+    meander_policy: str | None = None,
+):
+    """The Blue named ``blue`` (``policy``: the ``.npz`` of ``bench.cyber_export``; with
+    ``meander_policy`` too, the pair of :class:`PairBlue`, ``policy`` playing B_line)."""
     if blue == "policy":
         if not policy:
             raise ValueError("--blue policy needs --policy FILE.npz (bench.cyber_export)")
+        if meander_policy:
+            return PairBlue(policy, meander_policy, fix_bugs)
         return PolicyBlue(policy, fix_bugs)
+    if meander_policy:
+        raise ValueError("--meander-policy needs --blue policy")
     return MixBlue(blue, seed) if blue in MIXES else ScriptedBlue(blue)
 
 
@@ -356,13 +418,15 @@ def run(
     policy: str | None = None,
     fix_bugs: bool = False,
     trace: dict[str, np.ndarray] | None = None,
+    meander_policy: str | None = None,
 ) -> np.ndarray:
     """Blue's returns after 30, 50 and 100 steps, float [episodes, 3].
 
     ``tables``, int8 [episodes, 100, 52] if given, receives Blue's table after every step;
     ``trace`` (:func:`new_trace` of ``episodes`` x 100) every step's record.
     ``policy`` and ``fix_bugs``: the ``--blue policy`` defender and the bug setting its decoy
-    macro assumes (the CybORG on the path decides the rules).
+    macro assumes (the CybORG on the path decides the rules); ``meander_policy`` makes
+    ``policy`` the B_line half of a :class:`PairBlue`.
     """
     from CybORG import CybORG  # noqa: I001 (only in the peer's environment)
     from CybORG.Agents import B_lineAgent, RedMeanderAgent, SleepAgent
@@ -374,7 +438,7 @@ def run(
     path = str(inspect.getfile(CybORG))[:-10] + "/Shared/Scenarios/Scenario2.yaml"
     cyborg = CybORG(path, "sim", agents={"Red": agents[red]})
     wrapper = ChallengeWrapper(env=cyborg, agent_name="Blue")
-    agent = make_blue(blue, seed, policy, fix_bugs)
+    agent = make_blue(blue, seed, policy, fix_bugs, meander_policy)
     returns = np.zeros((episodes, len(LENGTHS)))
     for episode in range(episodes):
         obs = wrapper.reset()
@@ -410,6 +474,10 @@ def main() -> None:
     )
     parser.add_argument("--policy", help="--blue policy: a bench.cyber_export .npz")
     parser.add_argument(
+        "--meander-policy",
+        help="--blue policy: the Meander defender's .npz; --policy then plays B_line (PairBlue)",
+    )
+    parser.add_argument(
         "--trace", help="also write every step's record to this .npz (bench.cyber_trace)"
     )
     parser.add_argument(
@@ -418,10 +486,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.blue == "policy" and not args.policy:
         parser.error("--blue policy needs --policy FILE.npz (bench.cyber_export)")
+    if args.meander_policy and args.blue != "policy":
+        parser.error("--meander-policy needs --blue policy")
     tables = np.zeros((args.episodes, max(LENGTHS), 52), np.int8) if args.table else None
     trace = new_trace(args.episodes, max(LENGTHS)) if args.trace else None
     returns = run(args.red, args.blue, args.episodes, args.seed, tables, args.policy, args.fix_bugs,
-                  trace)  # fmt: skip
+                  trace, args.meander_policy)  # fmt: skip
     if trace is not None:
         np.savez_compressed(args.trace, **trace)
     if tables is not None:
@@ -430,10 +500,11 @@ def main() -> None:
                "seed": args.seed, "mean": np.round(mean, 4).tolist(),
                "se": np.round(se, 4).tolist()}  # fmt: skip
         print("TABLE", json.dumps(row), flush=True)
+    meander = {"meander_policy": args.meander_policy} if args.meander_policy else {}
     for i, length in enumerate(LENGTHS):
         values = returns[:, i]
         row = {"bugs": args.tag, "red": args.red, "blue": args.blue, "steps": length,
-               "policy": args.policy, "episodes": args.episodes,
+               "policy": args.policy, **meander, "episodes": args.episodes,
                "mean": round(float(values.mean()), 2),
                "se": round(float(values.std(ddof=1) / np.sqrt(len(values))), 2)}  # fmt: skip
         print("RESULT", json.dumps(row), flush=True)

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from bench import cyber_export
-from bench.cyber_peer import PolicyBlue, make_blue
+from bench.cyber_peer import PairBlue, PolicyBlue, make_blue
 from envs.cyber import env as cage
+from envs.cyber import fingerprint
 from envs.cyber import red
 from envs.cyber import tables as tb
 from jaxrl.play import load_policy
@@ -129,3 +130,64 @@ def test_export_bad_input_is_one_line(exported, tmp_path, capsys):
         assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
     with pytest.raises(ValueError, match="needs --policy"):
         make_blue("policy", 0)
+
+
+def _flipped(path, tmp_path):
+    """The exported defender with its actor head negated: another network, same format."""
+    data = dict(np.load(path))
+    for leaf in ("kernel", "bias"):
+        data[f"params/actor_head/{leaf}"] = -data[f"params/actor_head/{leaf}"]
+    flipped = tmp_path / "flipped.npz"
+    np.savez(flipped, **data)
+    return str(flipped)
+
+
+@pytest.mark.parametrize("red_agent", [red.BLINE_AGENT, red.MEANDER_AGENT])
+def test_pair_blue_plays_b_line_until_the_fingerprint_names_meander(
+    exported, tmp_path, red_agent
+):
+    _, path, setup, _ = exported
+    assert (PairBlue.DECIDE_AT, PairBlue.UNDECIDED) == (fingerprint.DECIDE_AT, fingerprint.UNDECIDED)
+    assert (PairBlue.BLINE, PairBlue.MEANDER) == (red.BLINE_AGENT, red.MEANDER_AGENT)
+    params = setup.env_params.replace(red_agent=red_agent, max_steps_in_episode=100)
+    meander = _flipped(path, tmp_path)
+    pair = make_blue("policy", 0, str(path), meander_policy=meander)
+    alone = (PolicyBlue(str(path)), PolicyBlue(meander))
+    transition = jax.jit(lambda key, state, action: cage.transition(key, state, action, params)[0])
+    for episode in range(2):
+        state = cage.initial_state(jax.random.key(episode), params)
+        pair.reset()
+        for player in alone:
+            player.reset()
+        verdict = jnp.full((1,), fingerprint.UNDECIDED, jnp.int32)
+        success, chose = None, []
+        for t in range(50):
+            obs = cage.observe(state, params)
+            table = np.asarray(obs[:52])
+            verdict = fingerprint.update_verdict(verdict, obs[None], jnp.asarray([t == 0]))
+            for player in alone:
+                player._record(table, success)
+            wanted = [p.cyborg_action(int(np.argmax(p.logits(p.observation(table))))) for p in alone]
+            played = pair.act(table, success)
+            assert pair.verdict == int(verdict[0]), f"step {t}"
+            meander_plays = pair.verdict == red.MEANDER_AGENT
+            assert played == wanted[int(meander_plays)], f"step {t}"
+            chose.append(meander_plays)
+            for player in alone:
+                player.last_action, player.time = played, player.time + 1
+            before = state
+            state = transition(jax.random.key(100 * episode + t), state, jnp.int32(played))
+            success = bool(np.asarray(state.decoys & ~before.decoys).any())
+        # The first DECIDE_AT steps are B_line's; the verdict names this episode's Red.
+        decided = [red_agent == red.MEANDER_AGENT] * (50 - fingerprint.DECIDE_AT)
+        assert chose == [False] * fingerprint.DECIDE_AT + decided
+        assert pair.verdict == red_agent
+
+
+def test_pair_blue_networks_differ_and_bad_input_is_refused(exported, tmp_path):
+    _, path, _, _ = exported
+    b_line, meander = PolicyBlue(str(path)), PolicyBlue(_flipped(path, tmp_path))
+    obs = b_line.observation(np.zeros(52))
+    assert np.argmax(b_line.logits(obs)) != np.argmax(meander.logits(obs))
+    with pytest.raises(ValueError, match="needs --blue policy"):
+        make_blue("sleep", 0, meander_policy=str(path))
