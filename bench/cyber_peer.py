@@ -261,7 +261,7 @@ class PairBlue:
         self.players = (PolicyBlue(b_line, fix_bugs), PolicyBlue(meander, fix_bugs))
         for player in self.players:
             if player.obs_mode == "table":
-                raise ValueError("a pair needs the extended or history observation (the scan history)")
+                raise ValueError("a pair needs the extended or history observation (scan history)")
         self.reset()
 
     def reset(self) -> None:

@@ -16,8 +16,7 @@ import pytest
 from bench import cyber_export
 from bench.cyber_peer import PairBlue, PolicyBlue, make_blue
 from envs.cyber import env as cage
-from envs.cyber import fingerprint
-from envs.cyber import red
+from envs.cyber import fingerprint, red
 from envs.cyber import tables as tb
 from jaxrl.play import load_policy
 from jaxrl.train import train
@@ -143,11 +142,10 @@ def _flipped(path, tmp_path):
 
 
 @pytest.mark.parametrize("red_agent", [red.BLINE_AGENT, red.MEANDER_AGENT])
-def test_pair_blue_plays_b_line_until_the_fingerprint_names_meander(
-    exported, tmp_path, red_agent
-):
+def test_pair_blue_plays_b_line_until_the_fingerprint_names_meander(exported, tmp_path, red_agent):
     _, path, setup, _ = exported
-    assert (PairBlue.DECIDE_AT, PairBlue.UNDECIDED) == (fingerprint.DECIDE_AT, fingerprint.UNDECIDED)
+    assert PairBlue.DECIDE_AT == fingerprint.DECIDE_AT
+    assert PairBlue.UNDECIDED == fingerprint.UNDECIDED
     assert (PairBlue.BLINE, PairBlue.MEANDER) == (red.BLINE_AGENT, red.MEANDER_AGENT)
     params = setup.env_params.replace(red_agent=red_agent, max_steps_in_episode=100)
     meander = _flipped(path, tmp_path)
@@ -167,7 +165,9 @@ def test_pair_blue_plays_b_line_until_the_fingerprint_names_meander(
             verdict = fingerprint.update_verdict(verdict, obs[None], jnp.asarray([t == 0]))
             for player in alone:
                 player._record(table, success)
-            wanted = [p.cyborg_action(int(np.argmax(p.logits(p.observation(table))))) for p in alone]
+            wanted = [
+                p.cyborg_action(int(np.argmax(p.logits(p.observation(table))))) for p in alone
+            ]
             played = pair.act(table, success)
             assert pair.verdict == int(verdict[0]), f"step {t}"
             meander_plays = pair.verdict == red.MEANDER_AGENT
