@@ -17,8 +17,13 @@ trainer asks with ``isinstance`` against these protocols instead of probing attr
   slots of each team play (``1..team_size``).
 - :class:`RenderableEnv` (``renderer``): the import path of a module that draws the env's
   states (:class:`Renderer`), imported only when a clip is rendered.
+- :class:`EntityObservation` (``entity_layout``): where an observation row lists other
+  entities (cars, units) as equal-width blocks with a presence flag, so that a network can
+  encode each block with shared weights and pool over the present ones
+  (``network.entity_width``).
 
-Soccer is a :class:`VariableTeamSize` and :class:`RenderableEnv`; MettaArena a
+Soccer is a :class:`VariableTeamSize`, :class:`RenderableEnv` and
+:class:`EntityObservation`; MettaArena a
 :class:`MultiAgentEnv` and :class:`RenderableEnv`; CAGE2, MemoryProbe and gymnax's envs are
 plain :class:`Env`\\ s. The wrappers of :mod:`envs.wrappers` (gymnax ``GymnaxWrapper``\\ s)
 keep the contract of the env they wrap, so the helpers below look through them
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -117,6 +123,62 @@ class RenderableEnv(Env, Protocol):
     renderer: str  # e.g. "envs.soccer.render", imported on demand (it needs Pillow)
 
 
+@dataclass(frozen=True)
+class EntityGroup:
+    """``count`` blocks of ``width`` features each, side by side in an observation row.
+
+    The blocks describe entities of one kind (a car's teammates, its opponents) in the same
+    features, so one encoder serves them all; the feature at ``presence`` in a block is 1 where
+    the entity plays and 0 where the block is padding.
+    """
+
+    name: str  # e.g. "opponents"; names the group's encoder parameters
+    offset: int  # index of the group's first feature in the row
+    count: int  # blocks in the group
+    width: int  # features per block
+    presence: int = 0  # index, within a block, of its presence flag (1 present, 0 absent)
+
+    @property
+    def end(self) -> int:
+        """One past the group's last feature in the row."""
+        return self.offset + self.count * self.width
+
+
+@dataclass(frozen=True)
+class EntityLayout:
+    """The entity groups of a flat observation row of ``size`` features.
+
+    Features outside every group (the agent's own state, the ball) are the row's own.
+    """
+
+    size: int  # features per observation row
+    groups: tuple[EntityGroup, ...]  # disjoint, each inside [0, size)
+
+    def __post_init__(self):
+        spans = sorted((g.offset, g.end) for g in self.groups)
+        for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+            if start < end:
+                raise ValueError(f"entity groups overlap: {self.groups}")
+        for g in self.groups:
+            if g.offset < 0 or g.end > self.size or g.count < 1 or not 0 <= g.presence < g.width:
+                raise ValueError(f"entity group {g.name!r} does not fit a row of {self.size}")
+
+    @property
+    def own_features(self) -> np.ndarray:
+        """int [F_own]: the indices of the row's features outside every group."""
+        inside = np.zeros(self.size, bool)
+        for g in self.groups:
+            inside[g.offset : g.end] = True
+        return np.flatnonzero(~inside)
+
+
+@runtime_checkable
+class EntityObservation(Env, Protocol):
+    """An env whose observation rows list other entities in blocks (:class:`EntityLayout`)."""
+
+    entity_layout: EntityLayout  # the blocks of one observation row (one agent's, if multi-agent)
+
+
 @runtime_checkable
 class Renderer(Protocol):
     """Host-side drawing of an env's states (a module, e.g. :mod:`envs.soccer.render`)."""
@@ -155,6 +217,12 @@ def variable_team_size(env: Any) -> VariableTeamSize | None:
     """The (innermost) env if it is a :class:`VariableTeamSize`, else None."""
     inner = two_team(env)
     return inner if isinstance(inner, VariableTeamSize) else None
+
+
+def entity_layout(env: Any) -> EntityLayout | None:
+    """The observation's entity blocks if the (innermost) env is an :class:`EntityObservation`."""
+    inner = unwrapped(env)
+    return inner.entity_layout if isinstance(inner, EntityObservation) else None
 
 
 def renderer(env: Any) -> Renderer | None:

@@ -58,6 +58,52 @@ class MLP(nn.Module):
         return x
 
 
+class EntityEncoder(nn.Module):
+    """Observation rows with entity blocks -> a fixed-size row that ignores the blocks' order.
+
+    ``[B, layout.size] -> [B, F_own + sum over groups of (width + 1)]``: the row's own
+    features (:attr:`envs.protocols.EntityLayout.own_features`, one contiguous run) as they
+    are, then per group (:class:`envs.protocols.EntityGroup`) every block through one shared
+    ``relu(Dense(width))``, averaged over the present blocks (presence flag > 0.5; zeros where
+    none is), and the present fraction of the group's blocks. The blocks of a group are
+    interchangeable: the output does not depend on their order, and an absent block's features
+    are never read. What the network learns about the one opponent of a 1v1 is then what it
+    applies to each of three in a 3v3, instead of input weights for slots that 1v1 play leaves
+    at zero.
+
+    Mean pooling only, with relu: on the 2-core CPU a max-pool beside the mean made the
+    soccer league's gradient step 1.5x slower, tanh 1.1x (league step: 0.81x the env steps/s
+    of the plain torso at width 16, 0.72x at 32; 2026-12-05).
+    """
+
+    layout: Any  # envs.protocols.EntityLayout (static: it fixes the slicing)
+    width: int  # features per encoded block
+    dtype: Any = jnp.float32
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = x.astype(self.dtype)
+        own = self.layout.own_features
+        if not np.array_equal(own, np.arange(own[0], own[-1] + 1)):
+            raise ValueError("EntityEncoder: the row's own features must be one contiguous run")
+        parts = [x[:, own[0] : own[-1] + 1]]
+        for group in self.layout.groups:
+            k, w = group.count, self.width
+            kernel = self.param(
+                f"{group.name}_kernel",
+                nn.initializers.orthogonal(np.sqrt(2)),
+                (group.width, w),
+                jnp.float32,
+            )
+            bias = self.param(f"{group.name}_bias", nn.initializers.zeros, (w,), jnp.float32)
+            blocks = x[:, group.offset : group.end].reshape(-1, k, group.width)
+            h = nn.relu(blocks @ kernel.astype(self.dtype) + bias.astype(self.dtype))
+            pf = (blocks[..., group.presence, None] > 0.5).astype(self.dtype)  # [B, K, 1]
+            count = pf.sum(1)  # [B, 1]
+            parts += [(h * pf).sum(1) / jnp.maximum(count, 1), count / k]
+        return jnp.concatenate(parts, -1)
+
+
 # ---- recurrent cores -----------------------------------------------------------------------
 # The input projection of every time step is one matmul outside the time loop; only the
 # hidden-to-hidden matmul and the gates run inside ``nn.scan``. On CPU the loop overhead
@@ -139,7 +185,7 @@ class RecurrentCore(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """MLP torso(s) -> optional recurrent core(s) -> actor and critic heads.
+    """Optional entity encoder(s) -> MLP torso(s) -> optional recurrent core(s) -> heads.
 
     ``__call__(hidden, obs [L, N, *obs_shape], is_first [L, N])`` returns
     ``(hidden, policy_params, value [L, N])`` where ``policy_params`` is
@@ -158,6 +204,11 @@ class ActorCritic(nn.Module):
     core_unroll: int = 1
     dtype: Any = jnp.float32
     obs_ndim: int = 1  # trailing observation axes, flattened into one feature axis
+    # envs.protocols.EntityLayout of an observation row, encoded by an EntityEncoder of
+    # entity_width features per block before each torso; None or 0: rows go to the torso as
+    # they are.
+    entities: Any = None
+    entity_width: int = 0
 
     @nn.compact
     def __call__(self, hidden, obs: jax.Array, is_first: jax.Array):
@@ -165,7 +216,16 @@ class ActorCritic(nn.Module):
         # Dense layers run on [L * N, F]: XLA's CPU weight-gradient dot is 2-3x slower when it
         # contracts two batch axes of a [L, N, F] activation (measured at N = 16384).
         x = obs.reshape((-1, int(np.prod(obs.shape[len(lead) :], dtype=int))))
-        torso = lambda name: MLP(self.hidden_sizes, self.activation, self.dtype, name=name)  # noqa: E731
+
+        def torso(name: str):  # "actor_torso" -> [L * N, F] -> [L * N, hidden_sizes[-1]]
+            mlp = MLP(self.hidden_sizes, self.activation, self.dtype, name=name)
+            if not self.entity_width:
+                return mlp
+            encoder = EntityEncoder(
+                self.entities, self.entity_width, self.dtype, name=name.replace("torso", "entities")
+            )
+            return lambda rows: mlp(encoder(rows))
+
         core = lambda name: RecurrentCore(  # noqa: E731
             self.core, self.core_size, self.dtype, self.core_unroll, name=name
         )

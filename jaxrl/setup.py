@@ -19,6 +19,7 @@ import optax
 from jax.sharding import Mesh
 
 import envs
+from envs import protocols
 from jaxrl import prng
 from jaxrl.acting import PolicySpec
 from jaxrl.config import Config, ConfigError
@@ -199,6 +200,8 @@ def make_setup(config: Config) -> Setup:
         core_unroll=core_unroll(config),
         dtype=dtype,
         obs_ndim=len(obs_shape),
+        entities=protocols.entity_layout(env),
+        entity_width=config.network.entity_width,
     )
     ppo = config.ppo
     names = outcome_names(env, env_params)

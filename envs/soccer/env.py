@@ -83,6 +83,7 @@ import yaml
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from envs.protocols import EntityGroup, EntityLayout
 from envs.soccer import physics
 from envs.soccer.physics import (
     BALL_SPEED_SCALE,
@@ -94,6 +95,7 @@ from envs.soccer.physics import (
     NUM_ACTIONS,
     NUM_CARS,
     OBS_DIM,
+    OTHER_FEATURES,
     Bodies,
     PhysicsParams,
     StepEvents,
@@ -106,6 +108,22 @@ from envs.soccer.physics import (
 from envs.soccer.rule_policy import IDLE, RANDOM, RULE, scripted_team_actions
 
 NUM_TEAMS = 2
+_OWN_FEATURES = 20  # a row's own car, ball and goal features, before the teammate blocks
+# The teammate and opponent blocks of an observation row (module docstring), each led by its
+# active flag: ``network.entity_width`` encodes them with shared weights per group.
+ENTITY_LAYOUT = EntityLayout(
+    size=OBS_DIM,
+    groups=(
+        EntityGroup("teammates", _OWN_FEATURES, MAX_PER_TEAM - 1, OTHER_FEATURES, presence=0),
+        EntityGroup(
+            "opponents",
+            _OWN_FEATURES + (MAX_PER_TEAM - 1) * OTHER_FEATURES,
+            MAX_PER_TEAM,
+            OTHER_FEATURES,
+            presence=0,
+        ),
+    ),
+)
 
 DEFAULT_REWARD_PATH = Path(__file__).resolve().parents[2] / "configs" / "rewards" / "soccer.yaml"
 
@@ -589,7 +607,8 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
 
     See the module docstring for the obs, action, reward and info layout: every per-agent
     array has one entry per car slot, blue 0..2 then orange 3..5. Implements
-    :class:`envs.protocols.VariableTeamSize` and :class:`envs.protocols.RenderableEnv`.
+    :class:`envs.protocols.VariableTeamSize`, :class:`envs.protocols.RenderableEnv` and
+    :class:`envs.protocols.EntityObservation`.
     """
 
     num_agents = NUM_CARS  # car slots per env: 0..2 blue (team 0), 3..5 orange (team 1)
@@ -598,6 +617,7 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
     # The scripted policies a caller can put on a team (values of ``EnvParams.opponent_kind``).
     scripted_kinds = types.MappingProxyType({"idle": IDLE, "rule": RULE, "random": RANDOM})
     renderer = "envs.soccer.render"  # frames and GIFs of stacked states (needs Pillow)
+    entity_layout = ENTITY_LAYOUT  # teammate and opponent blocks of an observation row
 
     @staticmethod
     def scripted_team_actions(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from jaxrl.config.errors import require
 
 if TYPE_CHECKING:
+    from jaxrl.config.env import BuiltEnv
     from jaxrl.config.root import Config
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
@@ -24,6 +25,10 @@ class NetworkConfig:
     core: str = "none"  # recurrent core between torso and heads: none | gru | lstm
     core_size: int = 128  # recurrent core width
     core_unroll: int = 0  # core scan steps per loop iteration; 0: 1 on CPU, a sequence on GPU/TPU
+    # > 0: encode the env's entity blocks (envs.protocols.EntityObservation: soccer's teammates
+    # and opponents) with one shared layer of this width per group, pooled over the present
+    # ones, before each torso; 0: the observation row goes to the torso as it is
+    entity_width: int = 0
 
 
 def validate(config: Config) -> None:
@@ -40,3 +45,15 @@ def validate(config: Config) -> None:
     require(net.core in CORES, f"network.core must be one of {', '.join(CORES)}, got {net.core!r}")
     require(net.core_size >= 1, f"network.core_size must be >= 1, got {net.core_size}")
     require(net.core_unroll >= 0, f"network.core_unroll must be >= 0, got {net.core_unroll}")
+    require(net.entity_width >= 0, f"network.entity_width must be >= 0, got {net.entity_width}")
+
+
+def validate_env(config: Config, built: BuiltEnv) -> None:
+    """``network.entity_width`` needs an env whose rows have entity blocks."""
+    from envs import protocols  # noqa: PLC0415 - keep config importable without building envs
+
+    require(
+        not config.network.entity_width or protocols.entity_layout(built.env) is not None,
+        f"network.entity_width: {config.env.name} declares no entity blocks in its observation "
+        "(envs.protocols.EntityObservation); set it to 0",
+    )

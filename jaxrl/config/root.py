@@ -136,7 +136,7 @@ def _validate_top(config: Config) -> None:
 SECTIONS = (
     Section("env", env.validate),
     Section("precision", _validate_top),
-    Section("network", network.validate),
+    Section("network", network.validate, network.validate_env),
     Section("ppo", ppo.validate),
     Section("train", train.validate),
     Section("checkpoint", checkpoint.validate),
