@@ -29,7 +29,9 @@ Method (after xland-minigrid's ``scripts/benchmark_xland.py``):
   opponent scripted), and ``configs/soccer_curriculum.yaml`` in its 3v3 stage at the same
   number of envs; and the league stage with ``--exploiters`` exploiters beside the main
   agent (its steps/s counts the main agent's env steps only: the exploiters' cost per main
-  agent step, target >= 0.7x; timed in turns with the league without them); the ratios are
+  agent step, target >= 0.7x; timed in turns with the league without them); with
+  ``--league-variant KEY=VALUE`` the league with those overrides too, in the same turns (what
+  a change to the league's config costs, e.g. ``network.entity_width=16``); the ratios are
   printed.
 - Device (``--only device``, :mod:`bench.device_bench`): per train config, the accelerator's
   busy fraction during a timed chunk and its kernels and host<->device copies per update, from
@@ -143,6 +145,7 @@ class Plan:
     train_envs: int | None  # --train-envs: env.num_envs for train, reference and precision
     reference: bool
     exploiters: tuple[str, ...]  # selfplay: the overrides that add the exploiters (--exploiters)
+    league_variant: tuple[str, ...]  # selfplay: the league's overrides timed beside it (or none)
 
 
 class Measurements:
@@ -305,6 +308,9 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
                 _selfplay_run("league", SELFPLAY_CONFIG, -1, extra),
                 _selfplay_run("league_exploiters", SELFPLAY_CONFIG, -1, [*extra, *plan.exploiters]),
             ]
+            if plan.league_variant:  # --league-variant: a change's cost, timed in the same turns
+                variant = [*extra, *plan.league_variant]
+                runs.append(_selfplay_run("league_variant", SELFPLAY_CONFIG, -1, variant))
             report(alternating_train_figures(runs, profile))
             for label, path, stage in (
                 ("rule_stage", SELFPLAY_CONFIG, -2),
@@ -316,8 +322,9 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
             for other in ("rule_stage", "curriculum_3v3"):
                 ratio = league / median_of(f"selfplay/{other}/sps")
                 outcome.ratios[f"selfplay/league/sps over {other}"] = ratio
-            ratio = median_of("selfplay/league_exploiters/sps") / league
-            outcome.ratios["selfplay/league_exploiters/sps over league"] = ratio
+            for other in ("league_exploiters", "league_variant")[: 1 + bool(plan.league_variant)]:
+                ratio = median_of(f"selfplay/{other}/sps") / league
+                outcome.ratios[f"selfplay/{other}/sps over league"] = ratio
         elif section == "scale":
             for seeds in (1, SCALE_SEEDS):
                 log(f"[scale] {first.label}: train.num_seeds={seeds}, vmapped")
@@ -428,6 +435,15 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {BENCH_EXPLOITERS}, F the config's exploiter_fraction), e.g. 2x0.125",
     )
     p.add_argument(
+        "--league-variant",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="selfplay: also time the league with this override (repeatable), in turns with the "
+        "league and its exploiters, and print its ratio to the league (e.g. "
+        "network.entity_width=16)",
+    )
+    p.add_argument(
         "--reference",
         action="store_true",
         help="also run bench.reference_ppo (PureJaxRL-style, in a fresh process) with the same "
@@ -509,6 +525,11 @@ def make_plan(args: argparse.Namespace) -> Plan:
         if profile.recurrent:
             specs.append(ConfigSpec("recurrent", path, RECURRENT_OVERRIDES + overrides))
     train_extra = [f"env.num_envs={args.train_envs}"] if args.train_envs else []
+    if args.league_variant:
+        try:
+            load_config(REPO / SELFPLAY_CONFIG, args.league_variant)
+        except ConfigError as err:
+            raise UsageError(f"--league-variant: {err}") from None
     for spec in specs:
         try:
             spec.load(train_extra)
@@ -524,6 +545,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         train_envs=args.train_envs,
         reference=args.reference,
         exploiters=_exploiter_overrides(args.exploiters),
+        league_variant=tuple(args.league_variant),
     )
 
 

@@ -133,6 +133,7 @@ def test_compare_with_much_better_old_figures_exits_1(tiny, tmp_path):
         (["--exploiters", "2y"], "expected N or NxF"),
         (["--exploiters", "0"], "N must be >= 1"),
         (["--exploiters", "1x1.5"], "F in (0, 1]"),
+        (["--league-variant", "network.entity_width=-1"], "entity_width must be >= 0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, monkeypatch):
@@ -179,6 +180,15 @@ def test_exploiters_option_gives_the_overrides():
         "selfplay.exploiters=2",
         "selfplay.exploiter_fraction=0.125",
     )
+
+
+def test_league_variant_option_is_kept_in_the_plan():
+    parser = throughput.build_parser()
+    plan = throughput.make_plan(parser.parse_args(["--only", "selfplay"]))
+    assert plan.league_variant == ()
+    args = ["--only", "selfplay", "--league-variant", "network.entity_width=16"]
+    plan = throughput.make_plan(parser.parse_args(args))
+    assert plan.league_variant == ("network.entity_width=16",)
 
 
 def test_alternating_runs_are_timed_in_turns(monkeypatch):

@@ -582,3 +582,14 @@ def test_wandb_logging_is_off_by_default_and_its_mode_checked():
         load_config(None, ["logger.wandb.mode=disabled"])
     with pytest.raises(ConfigError, match=re.escape("unknown config key logger.wandb.projct")):
         load_config(None, ["logger.wandb.projct=p"])
+
+
+def test_entity_width_needs_an_env_with_entity_blocks():
+    assert load_config(None).network.entity_width == 0
+    soccer = CONFIG_DIR / "soccer_selfplay.yaml"
+    assert load_config(soccer, ["network.entity_width=16"]).network.entity_width == 16
+    with pytest.raises(ConfigError, match=re.escape("network.entity_width must be >= 0, got -1")):
+        load_config(soccer, ["network.entity_width=-1"])
+    message = "network.entity_width: CartPole-v1 declares no entity blocks in its observation"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, ["network.entity_width=8"])

@@ -16,20 +16,28 @@ import pytest
 
 import envs
 from envs import protocols
-from envs.protocols import MultiAgentEnv, RenderableEnv, TwoTeamEnv, VariableTeamSize
+from envs.protocols import (
+    EntityGroup,
+    EntityLayout,
+    EntityObservation,
+    MultiAgentEnv,
+    RenderableEnv,
+    TwoTeamEnv,
+    VariableTeamSize,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # What each of our envs declares (gymnax's envs are plain Envs).
 DECLARED = {
-    "Soccer": {MultiAgentEnv, TwoTeamEnv, VariableTeamSize, RenderableEnv},
+    "Soccer": {MultiAgentEnv, TwoTeamEnv, VariableTeamSize, RenderableEnv, EntityObservation},
     "MettaArena": {MultiAgentEnv, RenderableEnv},
     "CAGE2": set(),
     "MemoryProbe": set(),
     "CartPole-masked-v1": set(),
     "CartPole-v1": set(),
 }
-CAPABILITIES = (MultiAgentEnv, TwoTeamEnv, VariableTeamSize, RenderableEnv)
+CAPABILITIES = (MultiAgentEnv, TwoTeamEnv, VariableTeamSize, RenderableEnv, EntityObservation)
 
 
 def _wrapped(env):
@@ -47,6 +55,41 @@ def test_env_declares_its_capabilities(name):
     assert (protocols.two_team(wrapped) is inner) == (TwoTeamEnv in DECLARED[name])
     assert (protocols.variable_team_size(wrapped) is inner) == (VariableTeamSize in DECLARED[name])
     assert (protocols.renderer(wrapped) is not None) == (RenderableEnv in DECLARED[name])
+    layout = protocols.entity_layout(wrapped)
+    assert (layout is not None) == (EntityObservation in DECLARED[name])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_soccer_entity_blocks_are_its_teammates_and_opponents(size):
+    """The declared blocks sit where the observation has them: at N v N every active car's
+    row shows N - 1 present teammates and N present opponents, each block led by its flag."""
+    env, params = envs.make("Soccer")
+    layout = protocols.entity_layout(env)
+    assert layout.size == env.observation_space(params).shape[-1]
+    assert [g.name for g in layout.groups] == ["teammates", "opponents"]
+    obs, _ = env.reset(jax.random.key(size), env.with_team_size(params, size))
+    obs = np.asarray(obs)
+    active = [t * env.team_size + i for t in range(2) for i in range(size)]
+    for group, present in zip(layout.groups, (size - 1, size), strict=True):
+        blocks = obs[:, group.offset : group.end].reshape(len(obs), group.count, group.width)
+        flags = blocks[..., group.presence]
+        assert set(np.unique(flags)) <= {0.0, 1.0}
+        np.testing.assert_array_equal(flags[active].sum(-1), present)
+        # Absent blocks are all zeros (nothing for a network to read there).
+        assert not np.any(blocks[active][flags[active] == 0])
+    assert layout.own_features.tolist() == list(range(20))
+
+
+def test_entity_layout_refuses_blocks_that_do_not_fit():
+    group = EntityGroup("others", offset=2, count=2, width=3)
+    assert group.end == 8
+    assert EntityLayout(size=8, groups=(group,)).own_features.tolist() == [0, 1]
+    with pytest.raises(ValueError, match="does not fit"):
+        EntityLayout(size=7, groups=(group,))
+    with pytest.raises(ValueError, match="does not fit"):
+        EntityLayout(size=8, groups=(EntityGroup("x", 2, 2, 3, presence=3),))
+    with pytest.raises(ValueError, match="overlap"):
+        EntityLayout(size=12, groups=(group, EntityGroup("more", 7, 1, 3)))
 
 
 @pytest.mark.parametrize("name", ["Soccer", "MettaArena", "CAGE2", "CartPole-v1"])
@@ -115,7 +158,8 @@ def test_unwrap_state_reaches_the_env_state():
 def _protocol_members() -> set[str]:
     names = {"env_state", "unwrapped"}
     for _, cls in inspect.getmembers(protocols, inspect.isclass):
-        if cls.__module__ == protocols.__name__:
+        # The Protocols' members (not the fields of the layout dataclasses beside them).
+        if cls.__module__ == protocols.__name__ and getattr(cls, "_is_protocol", False):
             names |= set(cls.__dict__.get("__annotations__", {}))
             names |= {n for n, v in vars(cls).items() if not n.startswith("_") and callable(v)}
     names |= {"name", "default_params"}
