@@ -13,11 +13,13 @@ from jaxrl.config import load_config
 from jaxrl.networks import EntityEncoder
 from jaxrl.setup import make_setup
 
-# A row of 15: own features 0..2, three "others" blocks of 3 (flag first), one "mates" block.
+# A row of 17: own features 0..2, three "others" blocks of 3 (flag first), own feature 12,
+# one "mates" block of 4 (flag last).
 LAYOUT = EntityLayout(
-    size=15,
-    groups=(EntityGroup("others", 3, 3, 3, presence=0), EntityGroup("mates", 12, 1, 3)),
+    size=17,
+    groups=(EntityGroup("others", 3, 3, 3, presence=0), EntityGroup("mates", 13, 1, 4, 3)),
 )
+FLAGS = [3, 6, 9, 16]
 
 
 def _rows(key, batch=16):
@@ -25,7 +27,7 @@ def _rows(key, batch=16):
     key_x, key_flag = jax.random.split(key)
     x = np.array(jax.random.normal(key_x, (batch, LAYOUT.size)))
     flags = np.array(jax.random.bernoulli(key_flag, 0.6, (batch, 4)), np.float32)
-    x[:, [3, 6, 9, 12]] = flags
+    x[:, FLAGS] = flags
     return x
 
 
@@ -41,20 +43,24 @@ def test_encoder_by_hand(encoder):
     blocks (zeros if none), then the present fraction."""
     apply, params = encoder
     x = _rows(jax.random.key(1))
-    x[0, [3, 6, 9, 12]] = 0.0  # a row with no one present
+    x[0, FLAGS] = 0.0  # a row with no one present
     out = np.asarray(apply(params, jnp.asarray(x)))
     p = jax.tree.map(np.asarray, params["params"])
-    assert out.shape == (16, 3 + (4 + 1) + (4 + 1))
-    np.testing.assert_array_equal(out[:, :3], x[:, :3])
-    for name, offset, count, at in (("others", 3, 3, 3), ("mates", 12, 1, 8)):
-        blocks = x[:, offset : offset + 3 * count].reshape(16, count, 3)
+    assert LAYOUT.own_features.tolist() == [0, 1, 2, 12]
+    assert out.shape == (16, 4 + (4 + 1) + (4 + 1))
+    np.testing.assert_array_equal(out[:, :4], x[:, [0, 1, 2, 12]])
+    for name, offset, count, width, flag, at in (
+        ("others", 3, 3, 3, 0, 4),
+        ("mates", 13, 1, 4, 3, 9),
+    ):
+        blocks = x[:, offset : offset + width * count].reshape(16, count, width)
         h = np.maximum(blocks @ p[f"{name}_kernel"] + p[f"{name}_bias"], 0.0)
-        present = blocks[..., 0] > 0.5
+        present = blocks[..., flag] > 0.5
         n = present.sum(-1)
         mean = (h * present[..., None]).sum(1) / np.maximum(n, 1)[:, None]
         np.testing.assert_allclose(out[:, at : at + 4], mean, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(out[:, at + 4], n / count)
-    np.testing.assert_array_equal(out[0, 3:], 0.0)
+    np.testing.assert_array_equal(out[0, 4:], 0.0)
 
 
 def test_encoder_ignores_block_order_and_absent_blocks(encoder):
@@ -67,9 +73,10 @@ def test_encoder_ignores_block_order_and_absent_blocks(encoder):
     np.testing.assert_allclose(apply(params, jnp.asarray(swapped)), out, rtol=1e-6, atol=1e-6)
     # Whatever an absent block holds is never read.
     noisy = x.copy()
-    for flag in (3, 6, 9, 12):
+    for start, width, flag in ((3, 3, 3), (6, 3, 6), (9, 3, 9), (13, 4, 16)):
         absent = x[:, flag] == 0
-        noisy[absent, flag + 1 : flag + 3] = 99.0
+        others = [i for i in range(start, start + width) if i != flag]
+        noisy[np.ix_(absent, others)] = 99.0
     np.testing.assert_array_equal(apply(params, jnp.asarray(noisy)), out)
 
 
