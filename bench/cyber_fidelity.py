@@ -48,6 +48,7 @@ import json
 import math
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import jax
@@ -316,9 +317,11 @@ def policy_fidelity(num_episodes: int, seed: int, z: float = 1.96) -> list[dict]
     runs = sorted({(c["bugs"], c["red"], c["blue"]) for c in references})
     cells = {(c["bugs"], c["red"], c["blue"], c["steps"]): c for c in references}
     rows = []
-    for i, (bugs, red_name, blue_name) in enumerate(runs):
+    for bugs, red_name, blue_name in runs:
         path = DEFENDERS_DIR / f"{blue_name.removeprefix('policy:')}.npz"
-        returns = policy_returns(path, red_name, num_episodes, seed + i, BUGS[bugs])
+        # Each run's episodes depend on the run alone, not on which other defenders there are.
+        run_seed = seed + zlib.crc32(f"{bugs}/{red_name}/{blue_name}".encode()) % 2**16
+        returns = policy_returns(path, red_name, num_episodes, run_seed, BUGS[bugs])
         for length, values in zip(LENGTHS, returns, strict=True):
             mean = float(values.mean())
             se = float(values.std(ddof=1) / math.sqrt(len(values)))
