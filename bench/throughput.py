@@ -322,9 +322,9 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
             for other in ("rule_stage", "curriculum_3v3"):
                 ratio = league / median_of(f"selfplay/{other}/sps")
                 outcome.ratios[f"selfplay/league/sps over {other}"] = ratio
-            for other in ("league_exploiters", "league_variant")[: 1 + bool(plan.league_variant)]:
-                ratio = median_of(f"selfplay/{other}/sps") / league
-                outcome.ratios[f"selfplay/{other}/sps over league"] = ratio
+            for prefix, _, _ in runs[1:]:  # the exploiters, and the --league-variant if given
+                ratio = median_of(f"{prefix}/sps") / league
+                outcome.ratios[f"{prefix}/sps over league"] = ratio
         elif section == "scale":
             for seeds in (1, SCALE_SEEDS):
                 log(f"[scale] {first.label}: train.num_seeds={seeds}, vmapped")

@@ -96,6 +96,7 @@ from envs.soccer.physics import (
     NUM_CARS,
     OBS_DIM,
     OTHER_FEATURES,
+    OWN_FEATURES,
     Bodies,
     PhysicsParams,
     StepEvents,
@@ -108,16 +109,15 @@ from envs.soccer.physics import (
 from envs.soccer.rule_policy import IDLE, RANDOM, RULE, scripted_team_actions
 
 NUM_TEAMS = 2
-_OWN_FEATURES = 20  # a row's own car, ball and goal features, before the teammate blocks
 # The teammate and opponent blocks of an observation row (module docstring), each led by its
 # active flag: ``network.entity_width`` encodes them with shared weights per group.
 ENTITY_LAYOUT = EntityLayout(
     size=OBS_DIM,
     groups=(
-        EntityGroup("teammates", _OWN_FEATURES, MAX_PER_TEAM - 1, OTHER_FEATURES, presence=0),
+        EntityGroup("teammates", OWN_FEATURES, MAX_PER_TEAM - 1, OTHER_FEATURES, presence=0),
         EntityGroup(
             "opponents",
-            _OWN_FEATURES + (MAX_PER_TEAM - 1) * OTHER_FEATURES,
+            OWN_FEATURES + (MAX_PER_TEAM - 1) * OTHER_FEATURES,
             MAX_PER_TEAM,
             OTHER_FEATURES,
             presence=0,

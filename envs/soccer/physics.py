@@ -48,8 +48,9 @@ SUBSTEP_DT = STEP_DT / NUM_SUBSTEPS
 # --- Observation layout (the env's ``observe`` encodes it, the RulePolicy decodes it) ---
 CAR_SPEED_SCALE = 2.3  # velocity normalisers for observations (top car / ball speeds)
 BALL_SPEED_SCALE = 6.0
+OWN_FEATURES = 20  # a row's own car, ball and goal features, before the teammate blocks
 OTHER_FEATURES = 9  # features per teammate or opponent block
-OBS_DIM = 20 + (MAX_PER_TEAM - 1) * OTHER_FEATURES + MAX_PER_TEAM * OTHER_FEATURES  # 65
+OBS_DIM = OWN_FEATURES + (MAX_PER_TEAM - 1) * OTHER_FEATURES + MAX_PER_TEAM * OTHER_FEATURES  # 65
 
 # Where inactive cars wait: far outside the field, spread so they never overlap each other.
 PARK_POSITIONS = np.array([[50.0 + 5.0 * i, 50.0] for i in range(NUM_CARS)], np.float32)  # [6, 2]

@@ -45,6 +45,7 @@ from envs.soccer.physics import (
     NOOP_ACTION,
     NUM_ACTIONS,
     OTHER_FEATURES,
+    OWN_FEATURES,
 )
 
 # Scripted policy kinds (``EnvParams.opponent_kind``, :func:`scripted_team_actions`).
@@ -142,7 +143,7 @@ def rule_controls(view: physics.TeamView) -> jax.Array:
 
 # Feature offsets of an observation row (the table in :mod:`envs.soccer.env`).
 _POS_SCALE = np.array([HALF_WIDTH, HALF_LENGTH], np.float32)
-_OPPONENTS = 20 + (MAX_PER_TEAM - 1) * OTHER_FEATURES  # 38: first opponent block
+_OPPONENTS = OWN_FEATURES + (MAX_PER_TEAM - 1) * OTHER_FEATURES  # 38: first opponent block
 
 
 def _from_local(vec: jax.Array, heading: jax.Array) -> jax.Array:
