@@ -2,7 +2,9 @@
 
     python -m bench.cyber_fidelity [--episodes N] [--json FILE] [--seed S] [--blues B,...] [--table]
 
-Blues: the scripted baselines (``sleep``, ``react_restore``, ``react_decoy``) and the blind mixes
+Blues: the scripted baselines (``sleep``, ``react_restore``, ``react_decoy``; ``hop_guard``, a
+table-reading B_line guard that restores the Enterprise host B_line hops through and keeps its
+decoys in place around Red's scans) and the blind mixes
 of :data:`envs.cyber.blue.MIXES` (``random``: uniform over the 145 actions; ``remove_mix``,
 ``decoy_mix``), which exercise Remove, Analyse, decoys and Restore on any host at any time.
 Each (Red, Blue) pair plays ``N`` vmapped episodes of 100 steps, once with CybORG 2.1's bugs
@@ -24,8 +26,9 @@ prefix of a 100-step episode is a 30-step episode). Prints mean +- standard erro
 
 Exits 1 when a cell with a CybORG score falls outside its tolerance, with SE combining ours
 and the reference's: ``max(3 * SE, 3% of the reference)`` for the scripted Blues,
-``max(1.96 * SE, 5% of the reference)`` (the 95% interval or 5%) for the blind mixes against
-B_line and Meander, whose references are 200-800 CybORG episodes a cell (``MIX_REFERENCE``);
+``max(1.96 * SE, 5% of the reference)`` (the 95% interval or 5%) for the blind mixes and
+``hop_guard`` against B_line and Meander (``ANY_BLUES``), whose references are 200-1000 CybORG
+episodes a cell (``MIX_REFERENCE``; hop_guard's 500, 1000 against B_line in 2.1);
 a mix against a sleeping Red is held to 3 SE of the exact mean of its restore costs.
 
 ``--policies`` also plays trained defenders (``bench/cage2_defenders/NAME.npz``, written by
@@ -69,9 +72,11 @@ LENGTHS = (30, 50, 100)
 REDS = ("B_line", "Meander", "Sleep")
 RED_INDEX = {"Sleep": red_agents.SLEEP_AGENT, "B_line": red_agents.BLINE_AGENT,
              "Meander": red_agents.MEANDER_AGENT}  # fmt: skip
-SCRIPTED_BLUES = ("sleep", "react_restore", "react_decoy")
+SCRIPTED_BLUES = ("sleep", "react_restore", "react_decoy", "hop_guard")
 MIX_BLUES = tuple(blue_policies.MIXES)  # random, remove_mix, decoy_mix
 BLUES = SCRIPTED_BLUES + MIX_BLUES
+# The Blues added for fidelity under any Blue (issue 20), gated at the 95% interval or 5%.
+ANY_BLUES = MIX_BLUES + ("hop_guard",)
 
 BUGS = {"2.1": False, "fixed": True}  # label -> EnvParams.fix_bugs
 
@@ -188,12 +193,13 @@ def within(
 
 
 def _tolerance(blue_name: str, red_name: str) -> dict[str, float]:
-    """``within``'s z and rel: 95% interval or 5% for a mix against a Red agent, else 3 SE or 3%.
+    """``within``'s z and rel: 95% interval or 5% for a Blue of ``ANY_BLUES`` against a Red
+    agent, else 3 SE or 3%.
 
     A mix against a sleeping Red is checked against the exact mean of its restore costs (no
     CybORG sample), so only our own sampling noise counts there: 3 SE, as for the scripted Blues.
     """
-    if blue_name in MIX_BLUES and red_name != "Sleep":
+    if blue_name in ANY_BLUES and red_name != "Sleep":
         return {"z": 1.96, "rel": 0.05}
     return {"z": 3.0, "rel": 0.03}
 
@@ -395,8 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{args.episodes} episodes per cell, {elapsed:.1f} s; "
         f"{sum('ok' in r for r in rows) - len(failed)}/{sum('ok' in r for r in rows)} "
-        "reference cells within tolerance (mixes vs B_line/Meander: max(1.96 SE, 5%); "
-        "others: max(3 SE, 3%))"
+        "reference cells within tolerance (mixes and hop_guard vs B_line/Meander: "
+        "max(1.96 SE, 5%); others: max(3 SE, 3%))"
     )
     if args.table:
         table_rows = table_fidelity(args.episodes, args.seed)

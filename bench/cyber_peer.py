@@ -21,6 +21,9 @@ Blue baselines, written here from CybORG++'s ``mini_CAGE/test_agent.py`` definit
 52-bit table: ``react_restore`` (``React_restore_minimal``) remembers every host whose row
 shows User or Privileged and restores the lowest-index remembered host, one per step;
 ``react_decoy`` (``Restore_decoys``) places the next decoy of its plan where that would sleep.
+``hop_guard`` (:class:`HopGuardBlue`) is jaxrl's ``envs.cyber.blue.hop_guard`` on the same table:
+a B_line guard that restores the Enterprise host B_line hops through and times its decoys there
+around Red's scans (``tests/test_cyber.py`` checks the two pick the same action at every step).
 
 Blind Blues, which never read the table (``MIXES``: the chance of each action kind, the host
 and decoy type then uniform, drawn from their own ``numpy`` generator seeded ``--seed``; jaxrl's
@@ -77,7 +80,70 @@ MIXES = {
     "remove_mix": (0.2, 0.0, 0.1, 0.6, 0.05, 0.05),
     "decoy_mix": (0.1, 0.0, 0.05, 0.05, 0.78, 0.02),
 }
-BLUES = ("sleep", "react_restore", "react_decoy", *MIXES, "policy")
+BLUES = ("sleep", "react_restore", "react_decoy", "hop_guard", *MIXES, "policy")
+
+# hop_guard (envs.cyber.blue.hop_guard, the same rules on the 52-bit table): host indices in
+# the table's alphabetical order, decoys as (host, type).
+ENTERPRISE0, ENTERPRISE1, ENTERPRISE2, OP_SERVER0, USER2 = 1, 2, 3, 7, 10
+GUARD_USERS = (9, 10, 11, 12)  # User1-4
+GUARD_NEXT_HOP = {9: ENTERPRISE1, 10: ENTERPRISE1, 11: ENTERPRISE0, 12: ENTERPRISE0}
+GUARD_OPENING = ((USER2, "Femitter"), (USER2, "Tomcat"))
+GUARDED = (OP_SERVER0, ENTERPRISE2, ENTERPRISE1, ENTERPRISE0)
+HOP_DECOYS = {
+    ENTERPRISE1: ((ENTERPRISE1, "Femitter"),),
+    ENTERPRISE0: ((ENTERPRISE0, "HarakaSMPT"), (ENTERPRISE0, "Tomcat"), (ENTERPRISE0, "Apache")),
+}
+GUARD_DECOYS = ((ENTERPRISE2, "Femitter"), (OP_SERVER0, "HarakaSMPT"), (OP_SERVER0, "Apache"),
+                (OP_SERVER0, "Tomcat"))  # fmt: skip
+RESTORE_QUIET = 2
+
+
+def decoy_action(host: int, decoy: str) -> int:
+    """CybORG's Decoy action index for ``decoy`` on ``host``."""
+    return DECOY + 13 * DECOY_TYPES.index(decoy) + host
+
+
+class HopGuardBlue:
+    """jaxrl's ``hop_guard`` (``envs/cyber/blue.py``) on CybORG's table; :meth:`reset` per
+    episode."""
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self) -> None:
+        self.step, self.hop, self.restored_at = 0, -1, -10
+        self.placed: set[tuple[int, str]] = set()
+
+    def act(self, obs: np.ndarray, success: bool | None = None) -> int:
+        del success
+        rows = np.asarray(obs[:52]).reshape(13, 4) > 0.5
+        active, compromised = rows[:, 0], rows[:, 3]
+        if self.hop < 0:
+            seen = [host for host in GUARD_USERS if active[host]]
+            if seen:
+                self.hop = GUARD_NEXT_HOP[seen[0]]
+        beyond = active[ENTERPRISE2] or active[OP_SERVER0]
+        quiet = self.step - self.restored_at <= RESTORE_QUIET
+        need = [h for h in GUARDED if compromised[h] or (h == self.hop and beyond and not quiet)]
+        hop_busy = (self.hop >= 0 and active[self.hop]) or self.step == self.restored_at + 1
+        if need:
+            host = need[0]
+            self.placed = {(h, d) for h, d in self.placed if h != host}
+            if host == self.hop:
+                self.restored_at = self.step
+            action = RESTORE + host
+        elif self.step < len(GUARD_OPENING):
+            self.placed.add(GUARD_OPENING[self.step])
+            action = decoy_action(*GUARD_OPENING[self.step])
+        else:
+            wish = [*HOP_DECOYS.get(self.hop, ()), *GUARD_DECOYS]
+            wish = [w for w in wish if w not in self.placed and not (w[0] == self.hop and hop_busy)]
+            action = 0
+            if wish:
+                self.placed.add(wish[0])
+                action = decoy_action(*wish[0])
+        self.step += 1
+        return action
 
 
 class MixBlue:
@@ -406,6 +472,8 @@ def make_blue(
         return PolicyBlue(policy, fix_bugs)
     if meander_policy:
         raise ValueError("--meander-policy needs --blue policy")
+    if blue == "hop_guard":
+        return HopGuardBlue()
     return MixBlue(blue, seed) if blue in MIXES else ScriptedBlue(blue)
 
 

@@ -1040,7 +1040,7 @@ def test_cyborg_reference_json_holds_every_gated_cell():
         for blue_name in cyber_fidelity.BLUES
         for steps in cyber_fidelity.LENGTHS
     }
-    assert len(keys) == len(set(keys)) == len(want) == 2 * 2 * 6 * 3
+    assert len(keys) == len(set(keys)) == len(want) == 2 * 2 * 7 * 3
     assert set(keys) == want
     for c in cells:
         assert c["episodes"] >= 200 and c["seeds"] and c["se"] >= 0.0
@@ -1063,6 +1063,21 @@ def test_fidelity_blind_mixes_match_cyborg_at_a_small_count():
     rows = cyber_fidelity.run(128, seed=0, blues=cyber_fidelity.MIX_BLUES)
     cells = [r for r in rows if "cyborg" in r]
     assert len(cells) == 2 * 3 * 3 * 3  # bugs x Red (B_line, Meander, Sleep) x mix x length
+    bad = [
+        r
+        for r in cells
+        if not cyber_fidelity.within(r["mean"], r["se"], r["cyborg"], r["cyborg_se"], 3.0, 0.05)
+    ]
+    assert not bad, bad
+
+
+def test_fidelity_hop_guard_matches_cyborg_at_a_small_count():
+    # CI's gate on hop_guard, the table-reading B_line guard (restores and decoys timed to
+    # Red's scans at the hop): 128 episodes a cell against its CybORG references, 3 combined SE
+    # or 5% (the full-count table in bench/RESULTS.md: 1.96 SE or 5%); 0 against a sleeping Red.
+    rows = cyber_fidelity.run(128, seed=0, blues=("hop_guard",))
+    cells = [r for r in rows if "cyborg" in r]
+    assert len(cells) == 2 * 3 * 3  # bugs x Red (B_line, Meander, Sleep) x length
     bad = [
         r
         for r in cells
@@ -1250,3 +1265,68 @@ def test_green_scan_masks_exploit_in_2_1_only(fix_bugs, seen):
         _draws(), state, jnp.int32(0), params.replace(green_agent=False)
     )
     assert int(quiet.activity[tb.USER1]) == cage.ACT_EXPLOIT
+
+
+def _hop_guard_record(red_agent: int, episodes: int):
+    """jaxrl's hop_guard over ``episodes`` 100-step episodes: Blue's observations float32
+    [E, 100, 52] (the table before each action) and its actions int32 [E, 100]."""
+    env, params = envs.make("CAGE2", max_steps_in_episode=100)
+    params = params.replace(red_agent=red_agent)
+
+    def episode(key):
+        key_reset, key_steps = jax.random.split(key)
+        obs, state = env.reset(key_reset, params)
+
+        def body(carry, key_t):
+            obs, state, guard = carry
+            action, guard = blue.hop_guard(guard, obs, key_t)
+            next_obs, state, *_ = env.step(key_t, state, action, params)
+            return (next_obs, state, guard), (obs, action)
+
+        carry = (obs, state, blue.init_policy_state())
+        return jax.lax.scan(body, carry, jax.random.split(key_steps, 100))[1]
+
+    keys = jax.random.split(jax.random.key(red_agent), episodes)
+    obs, actions = jax.jit(jax.vmap(episode))(keys)
+    return np.asarray(obs), np.asarray(actions)
+
+
+def test_hop_guard_opens_on_user2_then_guards_the_hop_it_reads():
+    state = blue.init_policy_state()
+    actions = []
+    for _ in range(2):
+        action, state = blue.hop_guard(state, jnp.zeros(52), jax.random.key(0))
+        actions.append(tb.action_name(int(action)))
+    assert actions == ["DecoyFemitter User2", "DecoyTomcat User2"]
+    scan = np.zeros((13, 4), np.float32)
+    scan[tb.USER3, 0] = 1.0  # B_line's port scan of User3: it hops through Enterprise0
+    action, state = blue.hop_guard(state, jnp.asarray(scan.reshape(-1)), jax.random.key(0))
+    assert int(state.hop) == tb.ENTERPRISE0
+    assert tb.action_name(int(action)) == "DecoyHarakaSMPT Enterprise0"
+    busy = np.zeros((13, 4), np.float32)
+    busy[tb.ENTERPRISE0, 0] = 1.0  # Red scans the hop: no decoy there this step
+    action, state = blue.hop_guard(state, jnp.asarray(busy.reshape(-1)), jax.random.key(0))
+    assert tb.action_name(int(action)) == "DecoyFemitter Enterprise2"
+    marked = np.zeros((13, 4), np.float32)
+    marked[tb.ENTERPRISE0, 1:] = 1.0  # an exploit marked the hop User: restore it
+    action, state = blue.hop_guard(state, jnp.asarray(marked.reshape(-1)), jax.random.key(0))
+    assert int(action) == tb.RESTORE + tb.ENTERPRISE0
+    assert not bool(state.placed[tb.ENTERPRISE0].any()) and int(state.restored_at) == 4
+    # The step after its Restore Red exploits the hop with the ports it saw: no decoy there.
+    action, state = blue.hop_guard(state, jnp.zeros(52), jax.random.key(0))
+    assert tb.action_name(int(action)) == "DecoyHarakaSMPT Op_Server0"
+    action, state = blue.hop_guard(state, jnp.zeros(52), jax.random.key(0))
+    assert tb.action_name(int(action)) == "DecoyHarakaSMPT Enterprise0"
+
+
+def test_hop_guard_agrees_with_the_peer_step_by_step():
+    # bench/cyber_peer.py's HopGuardBlue plays hop_guard in real CybORG from the same table.
+    from bench import cyber_peer
+
+    for red_agent in (1, 2):  # B_line, Meander
+        obs, actions = _hop_guard_record(red_agent, 24)
+        assert len(np.unique(actions)) > 5  # restores and decoys, not a constant
+        for episode_obs, episode_actions in zip(obs, actions, strict=True):
+            guard = cyber_peer.HopGuardBlue()
+            peer = [guard.act(o) for o in episode_obs]
+            np.testing.assert_array_equal(peer, episode_actions)

@@ -11,6 +11,13 @@ fresh :func:`init_policy_state` per episode (the fidelity bench plays whole epis
 - ``react_decoy`` (mini_CAGE's ``Restore_decoys``): the same restores; on a step it would
   sleep it places the next decoy of a fixed greedy list (Enterprise2, Op_Server0, Enterprise1,
   Enterprise0, ...), each list entry tried once.
+- ``hop_guard``: a B_line guard on the table alone. It opens with CardiffUni's Femitter and
+  Tomcat decoys on User2 (before B_line's port scan of its user host at step 1), reads B_line's
+  user host from the first activity on User1-4 and so the Enterprise host it hops through
+  (``tables.NEXT_HOP``), restores an Enterprise host or Op_Server0 whose row shows User or
+  Privileged, and the hop when Red shows on Enterprise2 or Op_Server0 (an exploit Monitor
+  missed) unless it restored the hop in the last two steps, and otherwise fills the hop's
+  decoys, then Enterprise2's and Op_Server0's (``GUARD_DECOYS``; a Restore clears its record).
 - Blind mixes (``MIXES``, the same distributions as ``bench/cyber_peer.py``): each step an action
   kind drawn with the mix's chances (Sleep, Monitor, Analyse, Remove, Decoy, Restore), then a
   uniform host (and decoy type). ``random`` is uniform over the 145 actions, ``remove_mix``
@@ -35,11 +42,22 @@ class PolicyState(struct.PyTreeNode):
 
     pending: jax.Array  # [13] bool, hosts seen compromised and not yet restored
     next_decoy: jax.Array  # () int32, index into DECOY_PLAN of the next decoy to place
+    step: jax.Array  # () int32, actions taken this episode
+    hop: jax.Array  # () int32, the Enterprise host B_line hops through (-1: not seen yet)
+    placed: jax.Array  # [13, 8] bool, decoys this Blue placed and has not restored since
+    restored_at: jax.Array  # () int32, the step it last restored the hop (-10: never)
 
 
 def init_policy_state() -> PolicyState:
     """An empty memory for a new episode."""
-    return PolicyState(pending=jnp.zeros(tb.NUM_HOSTS, bool), next_decoy=jnp.int32(0))
+    return PolicyState(
+        pending=jnp.zeros(tb.NUM_HOSTS, bool),
+        next_decoy=jnp.int32(0),
+        step=jnp.int32(0),
+        hop=jnp.int32(-1),
+        placed=jnp.zeros((tb.NUM_HOSTS, tb.NUM_DECOYS), bool),
+        restored_at=jnp.int32(-10),
+    )
 
 
 def _decoy_action(decoy: int, host: int) -> int:
@@ -143,6 +161,89 @@ def react_decoy(
     )
 
 
+# hop_guard's plan. The opening: CardiffUni's first two decoys on User2, in place before
+# B_line's port scan at step 1 (only there can decoys turn its first exploit away).
+GUARD_OPENING = np.array(
+    [_decoy_action(tb.FEMITTER, tb.USER2), _decoy_action(tb.TOMCAT, tb.USER2)], np.int32
+)
+GUARDED = np.array([tb.OP_SERVER0, tb.ENTERPRISE2, tb.ENTERPRISE1, tb.ENTERPRISE0], np.int32)
+# Decoys to keep in place, first the hop's (by hop), then Enterprise2's and Op_Server0's.
+# Enterprise1 and Enterprise2 take only Femitter; on Enterprise0 HarakaSMPT lures B_line's
+# top exploit and Tomcat and Apache two of the others (2.1's Vsftpd shares Apache's port 80).
+HOP_DECOYS = {
+    tb.ENTERPRISE1: ((tb.ENTERPRISE1, tb.FEMITTER),),
+    tb.ENTERPRISE0: (
+        (tb.ENTERPRISE0, tb.HARAKA_SMTP),
+        (tb.ENTERPRISE0, tb.TOMCAT),
+        (tb.ENTERPRISE0, tb.APACHE),
+    ),
+}
+GUARD_DECOYS = (
+    (tb.ENTERPRISE2, tb.FEMITTER),
+    (tb.OP_SERVER0, tb.HARAKA_SMTP),
+    (tb.OP_SERVER0, tb.APACHE),
+    (tb.OP_SERVER0, tb.TOMCAT),
+)
+GUARD_USERS = np.array([tb.USER1, tb.USER2, tb.USER3, tb.USER4], np.int32)
+RESTORE_QUIET = 2  # steps after restoring the hop in which Red on Enterprise2/Op is expected
+
+
+def hop_guard(state: PolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, PolicyState]:
+    """The B_line guard of the module docstring (deterministic; ``key`` unused)."""
+    del key
+    rows = obs[: 4 * tb.NUM_HOSTS].reshape(tb.NUM_HOSTS, 4) > 0.5  # [13, 4]
+    active, compromised = rows[:, 0], rows[:, 3]
+    users_active = active[GUARD_USERS]  # [4]
+    first_user = jnp.asarray(GUARD_USERS)[jnp.argmax(users_active)]
+    hop = jnp.where(
+        (state.hop < 0) & jnp.any(users_active), jnp.asarray(tb.NEXT_HOP)[first_user], state.hop
+    )
+    hosts = jnp.arange(tb.NUM_HOSTS)
+
+    # Restores: a guarded host marked User or Privileged; the hop when Red shows beyond it.
+    beyond = active[tb.ENTERPRISE2] | active[tb.OP_SERVER0]
+    quiet = state.step - state.restored_at <= RESTORE_QUIET
+    need = compromised | ((hosts == hop) & beyond & ~quiet)  # [13]
+    need_guarded = need[GUARDED]  # [4], in GUARDED's priority
+    restore_host = jnp.asarray(GUARDED)[jnp.argmax(need_guarded)]
+    restoring = jnp.any(need_guarded)
+
+    # Decoys: the opening, then the hop's, then the rest, each the first one not in place.
+    # None on the hop while it is busy: Red active there this step (after a port scan its next
+    # action is the exploit, which would meet a decoy placed now unseen by that scan, and a
+    # decoy hit where Blue places a decoy in the same step reads as an Exploit, a false User
+    # mark), or right after this Blue restored it (Red's escalation failed; its next action is
+    # an exploit of the hop with the ports it saw before the Restore).
+    hop_busy = active[jnp.clip(hop, 0, tb.NUM_HOSTS - 1)] | (state.step == state.restored_at + 1)
+    wish = [(hop == hop_host, h, d) for hop_host, pairs in HOP_DECOYS.items() for h, d in pairs]
+    wish += [(jnp.bool_(True), h, d) for h, d in GUARD_DECOYS]
+    decoy = jnp.int32(-1)
+    for valid, h, d in reversed(wish):  # the first valid wish not in place wins
+        valid = valid & ~((h == hop) & hop_busy)
+        decoy = jnp.where(valid & ~state.placed[h, d], _decoy_action(d, h), decoy)
+    opening_step = jnp.minimum(state.step, len(GUARD_OPENING) - 1)
+    decoy = jnp.where(
+        state.step < len(GUARD_OPENING), jnp.asarray(GUARD_OPENING)[opening_step], decoy
+    )
+    action = jnp.where(restoring, tb.RESTORE + restore_host, jnp.where(decoy >= 0, decoy, tb.SLEEP))
+    action = action.astype(jnp.int32)
+
+    placing = ~restoring & (decoy >= 0)
+    decoy_index = decoy - tb.DECOY
+    placed_now = (
+        placing
+        & (hosts[:, None] == decoy_index % tb.NUM_HOSTS)
+        & (jnp.arange(tb.NUM_DECOYS)[None, :] == decoy_index // tb.NUM_HOSTS)
+    )
+    cleared = restoring & (hosts == restore_host)  # [13]
+    placed = (state.placed | placed_now) & ~cleared[:, None]
+    restored_at = jnp.where(restoring & (restore_host == hop), state.step, state.restored_at)
+    return action, state.replace(
+        step=state.step + 1, hop=hop.astype(jnp.int32), placed=placed,
+        restored_at=restored_at.astype(jnp.int32),
+    )  # fmt: skip
+
+
 class Played(struct.PyTreeNode):
     """What each step of :func:`play` gave, stacked over the steps ``[T]``."""
 
@@ -178,6 +279,7 @@ BASELINES: dict[str, Callable] = {
     "random": random,
     "react_restore": react_restore,
     "react_decoy": react_decoy,
+    "hop_guard": hop_guard,
     "remove_mix": mix_policy("remove_mix"),
     "decoy_mix": mix_policy("decoy_mix"),
 }
