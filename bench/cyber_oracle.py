@@ -7,11 +7,12 @@ each runs as root or hides from Remove), which no defender sees. Each step, firs
 
 1. Red holds a shell on Op_Server0, Enterprise2, Enterprise1 or Enterprise0 (in that order):
    Remove it if Remove can kill it (a detected user-level shell), else Restore the host.
-2. Place the next decoy not yet in place: B_line's hop (``tables.NEXT_HOP`` of its user host;
-   Femitter on Enterprise1, HarakaSMPT, Tomcat and Apache on Enterprise0), then, when B_line
-   drew User2, Femitter, Tomcat, Apache and SSHD there (decoys count on a user host only before
-   B_line's one port scan of it, at step 1), then Femitter on Enterprise2 and HarakaSMPT,
-   Apache and Tomcat on Op_Server0.
+2. Place the next decoy not yet in place: at steps 0 and 1, when B_line drew User2, Femitter
+   and Tomcat there (CardiffUni's opening; decoys count on a user host only before B_line's
+   one port scan of it, at step 1, and only User2's top exploit can be lured); then B_line's
+   hop (``tables.NEXT_HOP`` of its user host: Femitter on Enterprise1, HarakaSMPT, Tomcat and
+   Apache on Enterprise0); then Femitter on Enterprise2 and HarakaSMPT, Apache and Tomcat on
+   Op_Server0.
 3. Sleep.
 
 Prints the returns after 30, 50 and 100 steps (the same episodes' prefixes, as the fidelity
@@ -39,7 +40,7 @@ HOP_DECOYS = {
     tb.ENTERPRISE1: (tb.FEMITTER,),
     tb.ENTERPRISE0: (tb.HARAKA_SMTP, tb.TOMCAT, tb.APACHE),
 }
-USER2_DECOYS = (tb.FEMITTER, tb.TOMCAT, tb.APACHE, tb.SSHD)
+USER2_DECOYS = (tb.FEMITTER, tb.TOMCAT)  # before B_line's scan at step 1
 OTHER_DECOYS = (
     (tb.ENTERPRISE2, tb.FEMITTER),
     (tb.OP_SERVER0, tb.HARAKA_SMTP),
@@ -56,8 +57,9 @@ def oracle_action(state: cyber_env.EnvState) -> jax.Array:
     """The oracle's CybORG action (int32 ()) for the true ``state`` (rules in the docstring)."""
     hop = jnp.asarray(tb.NEXT_HOP)[state.bline_user]
     room = cyber_env.decoy_room(state.decoys, jnp.bool_(False))  # [13, 8]
-    wish = [(hop == h, h, d) for h, decoys in HOP_DECOYS.items() for d in decoys]
-    wish += [(state.bline_user == tb.USER2, tb.USER2, d) for d in USER2_DECOYS]
+    opening = (state.bline_user == tb.USER2) & (state.time < len(USER2_DECOYS))
+    wish = [(opening, tb.USER2, d) for d in USER2_DECOYS]
+    wish += [(hop == h, h, d) for h, decoys in HOP_DECOYS.items() for d in decoys]
     wish += [(jnp.bool_(True), h, d) for h, d in OTHER_DECOYS]
     action = jnp.int32(tb.SLEEP)
     for valid, h, d in reversed(wish):  # the first valid wish with room wins

@@ -21,15 +21,17 @@ def _name(state: cage.EnvState) -> str:
     return tb.action_name(int(cyber_oracle.oracle_action(state)))
 
 
-def test_oracle_decoys_the_hop_first_then_user2_only_when_b_line_drew_it():
+def test_oracle_opens_on_user2_only_when_b_line_drew_it_then_decoys_the_hop():
     assert _name(_state(tb.USER1)) == "DecoyFemitter Enterprise1"
     assert _name(_state(tb.USER3)) == "DecoyHarakaSMPT Enterprise0"
     state = _state(tb.USER2)
-    state = state.replace(decoys=state.decoys.at[tb.ENTERPRISE1, tb.FEMITTER].set(True))
     assert _name(state) == "DecoyFemitter User2"
-    state = _state(tb.USER1)
+    state = state.replace(decoys=state.decoys.at[tb.USER2, tb.FEMITTER].set(True), time=1)
+    assert _name(state) == "DecoyTomcat User2"
+    state = state.replace(time=2)  # B_line has scanned User2: its decoys buy nothing now
+    assert _name(state) == "DecoyFemitter Enterprise1"
     state = state.replace(decoys=state.decoys.at[tb.ENTERPRISE1, tb.FEMITTER].set(True))
-    assert _name(state) == "DecoyFemitter Enterprise2"  # User2's decoys would buy nothing
+    assert _name(state) == "DecoyFemitter Enterprise2"
 
 
 def test_oracle_removes_what_remove_kills_and_restores_the_rest():
