@@ -3,7 +3,9 @@
     python -m bench.cyber_oracle [--episodes N] [--seed S] [--fix-bugs]
 
 The oracle reads :class:`envs.cyber.env.EnvState` (B_line's user host, Red's shells and whether
-each runs as root or hides from Remove), which no defender sees. Each step, first match wins:
+each runs as root or hides from Remove), which no defender sees; it even knows B_line's user
+host at step 0, which jaxrl draws at reset and CybORG's B_line only at step 1. Each step,
+first match wins:
 
 1. Red holds a shell on Op_Server0, Enterprise2, Enterprise1 or Enterprise0 (in that order):
    Remove it if Remove can kill it (a detected user-level shell), else Restore the host.
