@@ -31,42 +31,31 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
+from bench.cyber_fidelity import LENGTHS, _cumulative
+from envs.cyber import blue, red
 from envs.cyber import env as cyber_env
-from envs.cyber import red
 from envs.cyber import tables as tb
 
-LENGTHS = (30, 50, 100)
 USERS = (tb.USER1, tb.USER2, tb.USER3, tb.USER4)
-GUARDED = (tb.OP_SERVER0, tb.ENTERPRISE2, tb.ENTERPRISE1, tb.ENTERPRISE0)  # restore order
-HOP_DECOYS = {
-    tb.ENTERPRISE1: (tb.FEMITTER,),
-    tb.ENTERPRISE0: (tb.HARAKA_SMTP, tb.TOMCAT, tb.APACHE),
-}
-USER2_DECOYS = (tb.FEMITTER, tb.TOMCAT)  # before B_line's scan at step 1
-OTHER_DECOYS = (
-    (tb.ENTERPRISE2, tb.FEMITTER),
-    (tb.OP_SERVER0, tb.HARAKA_SMTP),
-    (tb.OP_SERVER0, tb.APACHE),
-    (tb.OP_SERVER0, tb.TOMCAT),
-)
-
-
-def _decoy(decoy: int, host: int) -> int:
-    return tb.DECOY + tb.NUM_HOSTS * decoy + host
 
 
 def oracle_action(state: cyber_env.EnvState) -> jax.Array:
     """The oracle's CybORG action (int32 ()) for the true ``state`` (rules in the docstring)."""
     hop = jnp.asarray(tb.NEXT_HOP)[state.bline_user]
     room = cyber_env.decoy_room(state.decoys, jnp.bool_(False))  # [13, 8]
-    opening = (state.bline_user == tb.USER2) & (state.time < len(USER2_DECOYS))
-    wish = [(opening, tb.USER2, d) for d in USER2_DECOYS]
-    wish += [(hop == h, h, d) for h, decoys in HOP_DECOYS.items() for d in decoys]
-    wish += [(jnp.bool_(True), h, d) for h, d in OTHER_DECOYS]
-    action = jnp.int32(tb.SLEEP)
-    for valid, h, d in reversed(wish):  # the first valid wish with room wins
-        action = jnp.where(valid & room[h, d] & ~state.decoys[h, d], _decoy(d, h), action)
-    for h in reversed(GUARDED):  # then remediation, in GUARDED's priority, overrides
+    # The same decoys as envs.cyber.blue.hop_guard, in its order: User2's opening, the hop's,
+    # then Enterprise2's and Op_Server0's; the opening only when B_line drew User2.
+    opening = (state.bline_user == tb.USER2) & (state.time < len(blue.GUARD_OPENING_DECOYS))
+    wish = [(opening, h, d) for h, d in blue.GUARD_OPENING_DECOYS]
+    wish += [
+        (hop == hop_host, h, d) for hop_host, pairs in blue.HOP_DECOYS.items() for h, d in pairs
+    ]
+    wish += [(jnp.bool_(True), h, d) for h, d in blue.GUARD_DECOYS]
+    decoy = blue.first_decoy(
+        [(valid & room[h, d] & ~state.decoys[h, d], h, d) for valid, h, d in wish]
+    )
+    action = jnp.where(decoy >= 0, decoy, tb.SLEEP)
+    for h in reversed(blue.GUARDED.tolist()):  # then remediation, in GUARDED's priority, overrides
         removable = (state.access[h] == 1) & ~state.root_shell[h] & ~state.hidden_shell[h]
         fix = jnp.where(removable, tb.REMOVE + h, tb.RESTORE + h)
         action = jnp.where(state.access[h] >= 1, fix, action)
@@ -87,8 +76,7 @@ def play(num_episodes: int, seed: int, fix_bugs: bool = False) -> tuple[np.ndarr
             return state, sum(terms.values())
 
         _, rewards = jax.lax.scan(body, state, jax.random.split(key_steps, max(LENGTHS)))
-        cumulative = jnp.cumsum(rewards)
-        return jnp.stack([cumulative[n - 1] for n in LENGTHS]), state.bline_user
+        return _cumulative(rewards), state.bline_user
 
     keys = jax.random.split(jax.random.key(seed), num_episodes)
     returns, users = jax.jit(jax.vmap(episode))(keys)

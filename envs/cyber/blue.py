@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from envs.cyber import env as cyber_env
 from envs.cyber import tables as tb
 
 
@@ -60,8 +61,18 @@ def init_policy_state() -> PolicyState:
     )
 
 
-def _decoy_action(decoy: int, host: int) -> int:
+def decoy_action(decoy: int, host: int) -> int:
+    """CybORG's Decoy action index for decoy type ``decoy`` on ``host``."""
     return tb.DECOY + tb.NUM_HOSTS * decoy + host
+
+
+def first_decoy(wishes: list[tuple[jax.Array, int, int]]) -> jax.Array:
+    """The Decoy action of the first wish ``(valid bool (), host, decoy type)`` that is valid,
+    int32 (); -1 when none is."""
+    action = jnp.int32(-1)
+    for valid, host, decoy in reversed(wishes):
+        action = jnp.where(valid, decoy_action(decoy, host), action)
+    return action.astype(jnp.int32)
 
 
 # mini_CAGE's Restore_decoys host order [3, 7, 2, 1, 7, 7, 1, 7, 1, 1] (Enterprise2,
@@ -69,16 +80,16 @@ def _decoy_action(decoy: int, host: int) -> int:
 # per-host preference (mini_CAGE HOST_DECOYS).
 DECOY_PLAN = np.array(
     [
-        _decoy_action(tb.FEMITTER, tb.ENTERPRISE2),
-        _decoy_action(tb.HARAKA_SMTP, tb.OP_SERVER0),
-        _decoy_action(tb.FEMITTER, tb.ENTERPRISE1),
-        _decoy_action(tb.HARAKA_SMTP, tb.ENTERPRISE0),
-        _decoy_action(tb.APACHE, tb.OP_SERVER0),
-        _decoy_action(tb.TOMCAT, tb.OP_SERVER0),
-        _decoy_action(tb.TOMCAT, tb.ENTERPRISE0),
-        _decoy_action(tb.VSFTPD, tb.OP_SERVER0),
-        _decoy_action(tb.VSFTPD, tb.ENTERPRISE0),
-        _decoy_action(tb.APACHE, tb.ENTERPRISE0),
+        decoy_action(tb.FEMITTER, tb.ENTERPRISE2),
+        decoy_action(tb.HARAKA_SMTP, tb.OP_SERVER0),
+        decoy_action(tb.FEMITTER, tb.ENTERPRISE1),
+        decoy_action(tb.HARAKA_SMTP, tb.ENTERPRISE0),
+        decoy_action(tb.APACHE, tb.OP_SERVER0),
+        decoy_action(tb.TOMCAT, tb.OP_SERVER0),
+        decoy_action(tb.TOMCAT, tb.ENTERPRISE0),
+        decoy_action(tb.VSFTPD, tb.OP_SERVER0),
+        decoy_action(tb.VSFTPD, tb.ENTERPRISE0),
+        decoy_action(tb.APACHE, tb.ENTERPRISE0),
     ],
     np.int32,
 )
@@ -163,9 +174,8 @@ def react_decoy(
 
 # hop_guard's plan. The opening: CardiffUni's first two decoys on User2, in place before
 # B_line's port scan at step 1 (only there can decoys turn its first exploit away).
-GUARD_OPENING = np.array(
-    [_decoy_action(tb.FEMITTER, tb.USER2), _decoy_action(tb.TOMCAT, tb.USER2)], np.int32
-)
+GUARD_OPENING_DECOYS = ((tb.USER2, tb.FEMITTER), (tb.USER2, tb.TOMCAT))  # (host, type)
+GUARD_OPENING = np.array([decoy_action(d, h) for h, d in GUARD_OPENING_DECOYS], np.int32)
 GUARDED = np.array([tb.OP_SERVER0, tb.ENTERPRISE2, tb.ENTERPRISE1, tb.ENTERPRISE0], np.int32)
 # Decoys to keep in place, first the hop's (by hop), then Enterprise2's and Op_Server0's.
 # Enterprise1 and Enterprise2 take only Femitter; on Enterprise0 HarakaSMPT lures B_line's
@@ -217,10 +227,9 @@ def hop_guard(state: PolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.A
     hop_busy = active[jnp.clip(hop, 0, tb.NUM_HOSTS - 1)] | (state.step == state.restored_at + 1)
     wish = [(hop == hop_host, h, d) for hop_host, pairs in HOP_DECOYS.items() for h, d in pairs]
     wish += [(jnp.bool_(True), h, d) for h, d in GUARD_DECOYS]
-    decoy = jnp.int32(-1)
-    for valid, h, d in reversed(wish):  # the first valid wish not in place wins
-        valid = valid & ~((h == hop) & hop_busy)
-        decoy = jnp.where(valid & ~state.placed[h, d], _decoy_action(d, h), decoy)
+    decoy = first_decoy(
+        [(valid & ~state.placed[h, d] & ~((h == hop) & hop_busy), h, d) for valid, h, d in wish]
+    )
     opening_step = jnp.minimum(state.step, len(GUARD_OPENING) - 1)
     decoy = jnp.where(
         state.step < len(GUARD_OPENING), jnp.asarray(GUARD_OPENING)[opening_step], decoy
@@ -228,15 +237,8 @@ def hop_guard(state: PolicyState, obs: jax.Array, key: jax.Array) -> tuple[jax.A
     action = jnp.where(restoring, tb.RESTORE + restore_host, jnp.where(decoy >= 0, decoy, tb.SLEEP))
     action = action.astype(jnp.int32)
 
-    placing = ~restoring & (decoy >= 0)
-    decoy_index = decoy - tb.DECOY
-    placed_now = (
-        placing
-        & (hosts[:, None] == decoy_index % tb.NUM_HOSTS)
-        & (jnp.arange(tb.NUM_DECOYS)[None, :] == decoy_index // tb.NUM_HOSTS)
-    )
-    cleared = restoring & (hosts == restore_host)  # [13]
-    placed = (state.placed | placed_now) & ~cleared[:, None]
+    played = cyber_env.decode_blue(action)
+    placed = (state.placed | played.decoy) & ~played.restore[:, None]
     restored_at = jnp.where(restoring & (restore_host == hop), state.step, state.restored_at)
     return action, state.replace(
         step=state.step + 1, hop=hop.astype(jnp.int32), placed=placed,
