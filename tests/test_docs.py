@@ -58,10 +58,16 @@ def test_generated_pages_are_current(page):
 
 
 def test_every_config_file_is_described():
-    listed = set(re.findall(r"`(configs/[^`]+\.yaml)`", (ROOT / "docs/reference/configs.md").read_text()))
+    listed = set(
+        re.findall(r"`(configs/[^`]+\.yaml)`", (ROOT / "docs/reference/configs.md").read_text())
+    )
     shipped = {str(p.relative_to(ROOT)) for p in (ROOT / "configs").rglob("*.yaml")}
-    assert not shipped - listed, f"configs without a line in docs/reference/configs.md: {sorted(shipped - listed)}"
-    assert not listed - shipped, f"docs/reference/configs.md lists missing files: {sorted(listed - shipped)}"
+    assert not shipped - listed, (
+        f"configs without a line in docs/reference/configs.md: {sorted(shipped - listed)}"
+    )
+    assert not listed - shipped, (
+        f"docs/reference/configs.md lists missing files: {sorted(listed - shipped)}"
+    )
 
 
 def test_every_command_with_a_parser_is_generated():
