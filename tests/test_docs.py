@@ -90,3 +90,22 @@ def test_meaning_reads_the_comment_above_a_long_field():
     assert gen.field_meaning(PPOConfig, "lr") == "Adam learning rate"
     assert gen.field_meaning(NetworkConfig, "entity_width").startswith("> 0: encode the env's")
     assert gen.field_meaning(PBTConfig, "burn_in_updates").startswith("No event before this update")
+
+
+def test_readme_is_short_and_runs_the_ci_test_command():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 250
+    ci = (ROOT / ".ci/run").read_text().splitlines()
+    command = ci[ci.index("# The README's test command:") + 1]
+    assert command in readme, f"the README's test command is not .ci/run's: {command}"
+
+
+def test_every_readme_figure_links_to_its_results_row():
+    readme = (ROOT / "README.md").read_text()
+    figures = re.findall(r"(\[?)!\[[^\]]*\]\((docs/[^)]+)\)(\]\(docs/results/[^)]+\))?", readme)
+    assert figures, "the README shows no figure"
+    results = "".join(p.read_text() for p in (ROOT / "docs/results").glob("*.md"))
+    for opened, image, link in figures:
+        assert opened and link, f"README figure {image} does not link to its results row"
+        name = Path(image).name
+        assert f"docs/{name}" in results, f"no results row gives the command of {name}"
