@@ -284,9 +284,11 @@ def cli_page() -> str:
         if parser.description:
             lines += [textwrap.dedent(parser.description).strip(), ""]
         lines += ["| flag | default | meaning |", "|---|---|---|"]
-        for flag in parser_flags(f"python -m {module_name}", parser):
+        base = f"python -m {module_name}"
+        for flag in parser_flags(base, parser):
             default = f"`{_cell(flag.default)}`" if flag.default else ""
-            lines.append(f"| `{_cell(flag.flags)}` | {default} | {_prose(flag.help)} |")
+            name = f"{flag.command.removeprefix(base)} {flag.flags}".strip()  # sub --flag
+            lines.append(f"| `{_cell(name)}` | {default} | {_prose(flag.help)} |")
         lines.append("")
     return "\n".join(lines)
 
