@@ -109,3 +109,14 @@ def test_every_readme_figure_links_to_its_results_row():
         assert opened and link, f"README figure {image} does not link to its results row"
         name = Path(image).name
         assert f"docs/{name}" in results, f"no results row gives the command of {name}"
+
+
+def test_every_figure_has_a_results_row():
+    topics = "".join(
+        p.read_text() for p in (ROOT / "docs/results").glob("*.md") if not p.stem.startswith("log")
+    )
+    figures = [p for ext in ("png", "gif", "svg") for p in (ROOT / "docs").glob(f"*.{ext}")]
+    missing = sorted(p.name for p in figures if p.name not in topics)
+    assert not missing, (
+        f"figures without a row (command, machine, date) in docs/results/: {missing}"
+    )
