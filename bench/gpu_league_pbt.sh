@@ -19,7 +19,7 @@
 # The device call: carry [".proj", ".whl"], command
 #   OUT=$OUT BUDGET=570 bash .proj/bench/gpu_league_pbt.sh
 # LEAGUE_ARGS='network.hidden_sizes=[256,256]' before it trains the league with the wider torsos
-# (README "Self-play and Elo": ahead per env step on the CPU, 2026-12-04).
+# (docs/results/soccer.md, "Levers tried": ahead per env step on the CPU early, behind per hour).
 # CPU dry run of the plumbing (tiny sizes, no wheels installed):
 #   TINY=1 BUDGET=1500 PY=$PWD/.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/gpu_league_pbt.sh
 set -u

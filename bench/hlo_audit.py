@@ -19,7 +19,7 @@ The program is traced as for a GPU (:func:`jaxrl.permutation.target_platform`): 
 minibatch shuffle uses a data-dependent loop that the GPU's does not. Fusion decisions differ
 between the CPU and GPU compilers, so the kernel counts are a review signal (a change that adds
 launches shows up), not a GPU measurement; ``tests/test_hlo_audit.py`` asserts the structure
-(loops, host traffic, conditionals) and ``bench/RESULTS.md`` records the counts.
+(loops, host traffic, conditionals) and ``docs/results/log.md`` records the counts.
 """
 
 from __future__ import annotations
@@ -363,7 +363,7 @@ def audit_workload(name: str, platform: str = "gpu") -> Audit:
 
 
 def report(audits: dict[str, Audit], out: Callable[[str], Any] = print) -> None:
-    """A table of the audits, for a terminal or ``bench/RESULTS.md``."""
+    """A table of the audits, for a terminal or ``docs/results/log.md``."""
     out(
         "| workload | data-dependent loops | host ops | conditionals per env step "
         "| kernels per env step (fusions + other) | kernels per update (fusions + other "

@@ -6,7 +6,7 @@ Trains ``configs/cartpole.yaml`` (with ``env.num_envs`` and ``train.total_steps`
 ``jaxrl.train.train`` and with ``bench.reference_ppo`` for each seed. It prints, per
 ``--chunk`` updates, the mean episode return over the episodes that ended in those updates
 (the same statistic for both), averaged over seeds. It also prints each run's steps/s.
-This is the check behind "identical learning" in ``bench/RESULTS.md``; speed claims come
+This is the check behind "identical learning" in ``docs/results/log.md``; speed claims come
 from ``python -m bench.throughput``.
 """
 

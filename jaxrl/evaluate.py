@@ -178,8 +178,8 @@ def _result(stats: EpisodeStats, step: int, episodes: int, deterministic: bool) 
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m jaxrl.evaluate``."""
+def build_parser() -> argparse.ArgumentParser:
+    """Command line of ``python -m jaxrl.evaluate``."""
     parser = argparse.ArgumentParser(
         prog="python -m jaxrl.evaluate", description="Evaluate a checkpointed policy."
     )
@@ -205,7 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--team-size", type=int, help="two-team envs: cars a side (e.g. 2 for 2v2)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m jaxrl.evaluate``."""
+    args = build_parser().parse_args(argv)
     try:
         result = evaluate(
             args.run_dir,

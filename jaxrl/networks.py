@@ -71,9 +71,8 @@ class EntityEncoder(nn.Module):
     applies to each of three in a 3v3, instead of input weights for slots that 1v1 play leaves
     at zero.
 
-    Mean pooling only, with relu: on the 2-core CPU a max-pool beside the mean made the
-    network's gradient 1.5x slower at 6,144 rows, and the soccer league ran at 0.69x the plain
-    torso's env steps/s with it and tanh, 0.81x as here (width 16; 2026-12-05).
+    Mean pooling only, with relu: a max-pool beside the mean made the gradient and the soccer
+    league markedly slower on a CPU (docs/results/speed.md, "Why the code is as it is").
     """
 
     layout: Any  # envs.protocols.EntityLayout (static: it fixes the slicing)
@@ -212,8 +211,8 @@ class ActorCritic(nn.Module):
     @nn.compact
     def __call__(self, hidden, obs: jax.Array, is_first: jax.Array):
         lead = obs.shape[: obs.ndim - self.obs_ndim]  # (L, N)
-        # Dense layers run on [L * N, F]: XLA's CPU weight-gradient dot is 2-3x slower when it
-        # contracts two batch axes of a [L, N, F] activation (measured at N = 16384).
+        # Dense layers run on [L * N, F]: XLA's CPU weight-gradient dot is much slower when it
+        # contracts two batch axes of a [L, N, F] activation (docs/results/speed.md).
         x = obs.reshape((-1, int(np.prod(obs.shape[len(lead) :], dtype=int))))
 
         def torso(name: str):  # "actor_torso" -> [L * N, F] -> [L * N, hidden_sizes[-1]]

@@ -1,8 +1,8 @@
 """Random permutations without sorting, for shuffling minibatches.
 
 ``jax.random.permutation`` sorts random keys (two or three sort passes over ``n``
-elements). On a 2-core CPU that costs 28 ms for ``n = 65536``, about a third of a PPO update
-at 512 envs x 128 steps, and 0.1 ms for ``n = 512``, about a tenth of one at 4 envs.
+elements), a large share of a CPU PPO update at many envs (docs/results/speed.md, "Why the
+code is as it is").
 
 :func:`permutation` instead maps every index through a keyed bijection: an 8-round balanced
 Feistel network on ``2k``-bit integers (Luby and Rackoff: 4 rounds with pseudo-random round
@@ -14,10 +14,9 @@ over a domain of ``4**k >= n`` (less than ``4n``) values. Two ways make it a per
   they land inside ("cycle walking"). That is a ``while_loop`` of data-dependent trip count.
 - ``pack`` (on GPU and TPU): the values below ``n`` in the order the bijection lists them
   over the whole domain, packed by a prefix sum and a scatter. No loop: XLA's GPU while
-  loops read a data-dependent predicate back to the host at every iteration, and a GPU
-  profile of the train step (2026-11-26, H200) showed 43 device-to-host copies per update,
-  about the cycle-walking iterations of 4 epochs' permutations. On the 2-core CPU ``pack``
-  is 1.6-2.6x slower than ``walk`` from ``n = 8192`` up, and equal at 512.
+  loops read a data-dependent predicate back to the host at every iteration (a GPU profile
+  showed about one device-to-host copy per cycle-walking iteration). On a CPU ``pack`` is
+  slower than ``walk`` at large ``n`` (docs/results/speed.md).
 
 The permutation is pseudo-random, not uniform over all ``n!`` orders; for cutting a rollout
 into minibatches what matters is that which samples share a minibatch looks random, which

@@ -399,8 +399,8 @@ def _pyplot():
     return plt
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m jaxrl.plot``."""
+def build_parser() -> argparse.ArgumentParser:
+    """Command line of ``python -m jaxrl.plot``."""
     parser = argparse.ArgumentParser(
         prog="python -m jaxrl.plot", description=__doc__.split("\n")[0]
     )
@@ -422,7 +422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rewards (each reward term stacked, one panel per member)",
     )
     parser.add_argument("--out", default="curves.png", help="PNG path (default %(default)s)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m jaxrl.plot``."""
+    args = build_parser().parse_args(argv)
     try:
         out = Path(args.out)
         if not out.parent.is_dir():

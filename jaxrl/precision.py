@@ -9,8 +9,8 @@ import jax.numpy as jnp
 def compute_dtype(precision: str, backend: str | None = None) -> jnp.dtype:
     """The layer compute dtype for a ``precision`` setting.
 
-    ``auto`` picks bfloat16 on GPU and TPU and float32 on CPU, where a bf16 MLP step was
-    measured ~1.2x slower than f32 on the 2-core development machine.
+    ``auto`` picks bfloat16 on GPU and TPU and float32 on CPU, where bf16 is slower (no
+    native bf16 matmul; docs/results/speed.md).
 
     Args:
       precision: ``float32``, ``bfloat16`` or ``auto``.

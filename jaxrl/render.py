@@ -82,8 +82,8 @@ def _renderer(setup: Setup) -> Renderer:
     return render
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m jaxrl.render``."""
+def build_parser() -> argparse.ArgumentParser:
+    """Command line of ``python -m jaxrl.render``."""
     parser = argparse.ArgumentParser(prog="python -m jaxrl.render", description=__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--run-dir", help="a soccer run directory written by jaxrl.train")
@@ -103,7 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--member", type=int, default=0, help="runs with several seeds: the member index"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m jaxrl.render``."""
+    args = build_parser().parse_args(argv)
 
     try:
         overrides = yaml.safe_load(args.env_kwargs) or {}

@@ -20,24 +20,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # the optimized program, the compile options and the backend, so a hit is the same
 # executable. Every compile is stored, not only those of 1 s or more (JAX's default): the CLI
 # subprocesses and the second worker recompile the same small programs of setup and
-# evaluation. On the 2-core Xeon (model 207), 2026-12-02, one core: test_train + test_notebooks
-# 162 s against 179 s with the default, test_cyber + test_envs 106 s against 109 s.
+# evaluation. Measured: docs/results/ci.md, "How the tests compile".
 CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 _OWN_CACHE: list[str] = []  # the directory this process made (removed at the end)
 
 # XLA's CPU backend compiles without LLVM's optimisation passes in the tests (this process and
-# every child). Compiling is most of the suite's time and the tests' programs are tiny: on the
-# 2-core Intel Xeon, 2026-11-28, tests/test_league_exploiters.py took 100 s with these flags
-# against 135 s without, and the execution-bound files (test_learning, test_hlo_audit,
-# test_precision) 82 s with them and 80 s without. The flags act on LLVM's code generation,
-# not on the HLO: the optimised HLO the audit reads is unchanged. Training runs and benchmarks
-# keep XLA's defaults.
-# The fusions are emitted by XLA's classic elemental emitter rather than its MLIR fusion
-# emitters (xla_cpu_use_fusion_emitters=false): the backend compile is most of a heavy test
-# (113 of 137 s in tests/test_league_exploiters.py, jax.monitoring), and on the 2-core Xeon
-# (model 207), 2026-12-02, one core each, the exploiters' frozen-target test took 27 s with it
-# against 41 s without, and test_precision + test_learning + test_hlo_audit 98 s against 120 s.
+# every child), and emits fusions with its classic elemental emitter rather than its MLIR
+# fusion emitters (xla_cpu_use_fusion_emitters=false): compiling is most of the suite's time
+# and the tests' programs are tiny. The flags act on code generation, not on the HLO, so the
+# optimised HLO the audit reads is unchanged; training runs and benchmarks keep XLA's defaults.
+# Measured: docs/results/ci.md, "How the tests compile".
 FAST_COMPILE = (
     "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
     "--xla_cpu_use_fusion_emitters=false"

@@ -1059,7 +1059,7 @@ def test_fidelity_blind_mixes_match_cyborg_at_a_small_count():
     # CI's gate on the blind-mix cells: 128 episodes a cell, one compile for every mix, Red
     # and bug setting, against the CybORG references in bench/cage2_cyborg_reference.json.
     # At this count our standard error dominates, so the gate is 3 combined SE or 5%; the
-    # full-count table (bench/RESULTS.md) holds them to 1.96 SE or 5%.
+    # full-count table (docs/results/log.md) holds them to 1.96 SE or 5%.
     rows = cyber_fidelity.run(128, seed=0, blues=cyber_fidelity.MIX_BLUES)
     cells = [r for r in rows if "cyborg" in r]
     assert len(cells) == 2 * 3 * 3 * 3  # bugs x Red (B_line, Meander, Sleep) x mix x length
@@ -1074,7 +1074,7 @@ def test_fidelity_blind_mixes_match_cyborg_at_a_small_count():
 def test_fidelity_hop_guard_matches_cyborg_at_a_small_count():
     # CI's gate on hop_guard, the table-reading B_line guard (restores and decoys timed to
     # Red's scans at the hop): 128 episodes a cell against its CybORG references, 3 combined SE
-    # or 5% (the full-count table in bench/RESULTS.md: 1.96 SE or 5%); 0 against a sleeping Red.
+    # or 5% (the full-count table in docs/results/log.md: 1.96 SE or 5%); 0 against a sleeping Red.
     rows = cyber_fidelity.run(128, seed=0, blues=("hop_guard",))
     cells = [r for r in rows if "cyborg" in r]
     assert len(cells) == 2 * 3 * 3  # bugs x Red (B_line, Meander, Sleep) x length

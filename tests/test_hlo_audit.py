@@ -57,7 +57,7 @@ def test_env_step_conditionals_are_the_allowed_ones(audits, name):
 
 @pytest.mark.parametrize("name", CI_WORKLOADS)
 def test_launch_counts_are_counted(audits, name):
-    # Printed by python -m bench.hlo_audit and recorded in bench/RESULTS.md, not bounded here;
+    # Printed by python -m bench.hlo_audit and recorded in docs/results/log.md, not bounded here;
     # this only checks that the counter found the work.
     audit = audits[name]
     assert audit.per_env_step.fusions > 0
@@ -67,7 +67,7 @@ def test_launch_counts_are_counted(audits, name):
 def test_metta_arena_turns_are_loops_of_static_trip_count():
     # The arena's agents take their turns in loops over all agents (envs/grid/rules.py
     # _in_turns). Loops over only the agents in conflict had data-dependent trip counts: 258
-    # device-to-host copies per update on an H100 (bench/RESULTS.md). The structure does not
+    # device-to-host copies per update on an H100 (docs/results/log.md). The structure does not
     # depend on the arena's size, so a 3-agent room stands in for the 24-agent arena, whose
     # train chunk (python -m bench.hlo_audit --workloads metta_arena) takes minutes to compile.
     spec = arena.GridSpec(

@@ -20,7 +20,7 @@ class NetworkConfig:
     """Actor-critic network."""
 
     hidden_sizes: tuple[int, ...] = (64, 64)  # MLP torso widths
-    activation: str = "tanh"  # one of ACTIVATIONS
+    activation: str = "tanh"  # tanh | relu | elu | gelu | silu (ACTIVATIONS)
     shared_torso: bool = False  # one torso for actor and critic, or one each
     core: str = "none"  # recurrent core between torso and heads: none | gru | lstm
     core_size: int = 128  # recurrent core width
