@@ -181,12 +181,12 @@ class Checkpointer:
         try:
             return self._restore_items(step, args()), step
         except Exception as err:  # Orbax raises many types for unreadable data
-            _quiet_closed_loop()
             cause = plain_cause(err, self.directory / str(step))
         intact = [s for s in self.steps() if s != step and self.readable(s, args)]
         raise CorruptCheckpointError(self.directory, step, cause, intact) from None
 
     def _restore_items(self, step: int, items: dict[str, Any]) -> Any:
+        _quiet_closed_loop()  # before: a failed read's siblings may call back at once
         return self.manager.restore(step, args=ocp.args.Composite(**items))
 
     def readable(self, step: int, args: Callable[[], dict[str, Any]]) -> bool:
@@ -194,7 +194,6 @@ class Checkpointer:
         try:
             self._restore_items(step, args())
         except Exception:  # noqa: BLE001 - any failure means "not intact"
-            _quiet_closed_loop()
             return False
         return True
 

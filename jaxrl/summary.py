@@ -88,7 +88,7 @@ def schedule_line(config: Config, start_update: int) -> str:
     if trained != config.train.total_steps:
         line += (
             f": train.total_steps={config.train.total_steps} rounds to {trained:,} "
-            f"({config.num_updates} updates of {config.batch_size:,})"
+            f"({config.num_updates:,} updates of {config.batch_size:,})"
         )
     return line + f" in chunks of {config.chunk_updates}; starting at update {start_update}"
 
