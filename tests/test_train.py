@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,9 +19,10 @@ import numpy as np
 import pytest
 
 from jaxrl.checkpoint import Checkpointer
-from jaxrl.config import load_config
+from jaxrl.config import ConfigError, load_config
 from jaxrl.setup import make_setup
 from jaxrl.train import TrainingError, _Signals, train
+from jaxrl.train import main as train_main
 from jaxrl.train_step import init_run, init_runner_state, make_train_step, train_chunk
 from tests.conftest import TINY_CARTPOLE, make_tiny_config
 
@@ -411,3 +413,45 @@ def test_wandb_offline_logs_the_tensorboard_scalars_per_member(tmp_path):
             assert [(row["env_steps"], row[tag]) for row in rows[1:]] == [
                 (step, pytest.approx(value, rel=1e-6)) for step, value in logged
             ]
+
+
+# ------------------------------------------------------------------------- train further
+
+
+def test_resume_with_larger_total_steps_is_bit_exact(tmp_path, capsys):
+    """16 updates, then ``--resume R train.total_steps=3072`` to 24: the same params and
+    optimizer state as one uninterrupted 24-update run (constant lr: with ppo.anneal_lr the
+    schedule's horizon is total_steps, see docs/guide/checkpoints.md)."""
+    constant = "ppo.anneal_lr=false"
+    reference = train(make_tiny_config(constant), tmp_path / "long", quiet=True)
+    run_dir = tmp_path / "further"
+    train(make_tiny_config(constant, "train.total_steps=2048"), run_dir, quiet=True)
+    assert _saved_steps(run_dir) == [8, 16]
+    capsys.readouterr()
+    assert train_main(["--resume", str(run_dir), "train.total_steps=3072", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert f"resume: train.total_steps 2048 -> 3072 (written to {run_dir / 'config.yaml'})" in err
+    final = _final_state(make_tiny_config(constant), run_dir)
+    assert int(final.update_step) == 24
+    assert _leaves_equal(final.params, reference.runner.params)
+    assert _leaves_equal(final.opt_state, reference.runner.opt_state)
+    text = (run_dir / "config.yaml").read_text()
+    assert load_config(run_dir / "config.yaml").train.total_steps == 3072
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"
+    assert re.match(rf"# resumed at update 16 \({stamp}\): train.total_steps 2048 -> 3072\n", text)
+
+
+def test_resume_refuses_other_overrides_in_one_line(tmp_path, capsys):
+    assert train_main(["--resume", str(tmp_path), "ppo.lr=0.1"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "config error: ppo.lr cannot change when resuming a run (it would change what an "
+        "update computes); the keys that may: train.total_steps, train.updates_per_chunk, "
+        "train.progress_bar, checkpoint.every_updates, checkpoint.keep\n"
+    )
+
+
+def test_python_resume_refuses_a_changed_config(tiny_config, two_runs):
+    changed = make_tiny_config("ppo.num_steps=16", "train.total_steps=6144")
+    with pytest.raises(ConfigError, match=r"^ppo.num_steps cannot change when resuming"):
+        train(changed, two_runs[0].run_dir, resume=True, quiet=True)
