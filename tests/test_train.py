@@ -419,18 +419,23 @@ def test_wandb_offline_logs_the_tensorboard_scalars_per_member(tmp_path):
 
 
 def test_resume_with_larger_total_steps_is_bit_exact(tmp_path, capsys):
-    """16 updates, then ``--resume R train.total_steps=3072`` to 24: the same params and
-    optimizer state as one uninterrupted 24-update run (constant lr: with ppo.anneal_lr the
-    schedule's horizon is total_steps, see docs/guide/checkpoints.md)."""
+    """16 updates, then ``--resume R train.total_steps=3072`` to 24 (in chunks of 4, not 8):
+    the same params and optimizer state as one uninterrupted 24-update run (constant lr: with
+    ppo.anneal_lr the schedule's horizon is total_steps, see docs/guide/checkpoints.md)."""
     constant = "ppo.anneal_lr=false"
     reference = train(make_tiny_config(constant), tmp_path / "long", quiet=True)
     run_dir = tmp_path / "further"
     train(make_tiny_config(constant, "train.total_steps=2048"), run_dir, quiet=True)
     assert _saved_steps(run_dir) == [8, 16]
     capsys.readouterr()
-    assert train_main(["--resume", str(run_dir), "train.total_steps=3072", "--quiet"]) == 0
+    further = ["train.total_steps=3072", "train.updates_per_chunk=4", "checkpoint.keep=5"]
+    assert train_main(["--resume", str(run_dir), *further, "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert f"resume: train.total_steps 2048 -> 3072 (written to {run_dir / 'config.yaml'})" in err
+    changes = (
+        "train.total_steps 2048 -> 3072; train.updates_per_chunk 8 -> 4; checkpoint.keep 3 -> 5"
+    )
+    assert f"resume: {changes} (written to {run_dir / 'config.yaml'})" in err
+    assert _saved_steps(run_dir) == [8, 16, 24]
     final = _final_state(make_tiny_config(constant), run_dir)
     assert int(final.update_step) == 24
     assert _leaves_equal(final.params, reference.runner.params)
@@ -438,7 +443,7 @@ def test_resume_with_larger_total_steps_is_bit_exact(tmp_path, capsys):
     text = (run_dir / "config.yaml").read_text()
     assert load_config(run_dir / "config.yaml").train.total_steps == 3072
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"
-    assert re.match(rf"# resumed at update 16 \({stamp}\): train.total_steps 2048 -> 3072\n", text)
+    assert re.match(rf"# resumed at update 16 \({stamp}\): {changes}\n", text)
 
 
 def test_resume_refuses_other_overrides_in_one_line(tmp_path, capsys):
