@@ -65,12 +65,14 @@ def _devices_line(env_count: int, shards: int) -> str:
 def batch_line(config: Config, setup: Setup) -> str:
     """``1024 = 16 envs x 64 steps (24 agents per env: 24,576 agent steps per update); ...``.
 
-    The agents are those the learner drives in one env (a two-team env: one team).
+    The agents are those the learner drives in one env (a two-team env: its team's).
     """
-    ppo, env = config.ppo, config.env
-    agents = setup.layout.actors_per_env
+    ppo, env, layout = config.ppo, config.env, setup.layout
+    agents = layout.actors_per_env
+    count = f"{agents} of {layout.num_agents}" if layout.two_team else f"{agents}"
+    team = " on the learner's team" if layout.two_team else ""
     per_env = (
-        f" ({agents} agents per env: {config.batch_size * agents:,} agent steps per update)"
+        f" ({count} agents per env{team}: {config.batch_size * agents:,} agent steps per update)"
         if agents > 1
         else ""
     )

@@ -32,6 +32,11 @@ def test_multi_agent_batch_gives_agents_per_env_and_agent_steps():
         "1024 = 16 envs x 64 steps (24 agents per env: 24,576 agent steps per update); "
         "4 minibatches of 256 x 1 epochs"
     )
+    teams = load_config(REPO / "configs" / "soccer_selfplay.yaml")  # 3v3, 64 envs x 128 steps
+    assert batch_line(teams, make_setup(teams)).startswith(
+        "8192 = 64 envs x 128 steps (3 of 6 agents per env on the learner's team: 24,576 "
+        "agent steps per update); "
+    )
     single = make_tiny_config()
     assert batch_line(single, make_setup(single)) == (
         "128 = 4 envs x 32 steps; 2 minibatches of 64 x 2 epochs"
@@ -54,8 +59,7 @@ def test_status_names_the_stage_from_the_chunks_metric():
 
 
 def test_status_says_whether_self_play_is_on():
-    config = load_config(REPO / "configs" / "soccer_selfplay.yaml")  # pool of 8
-    setup = make_setup(config)
+    setup = make_setup(load_config(REPO / "configs" / "soccer_selfplay.yaml"))  # pool of 8
     assert feature_status(setup, [{"selfplay/pool_size": 3.0}]) == "self-play on (pool 3/8)"
     assert feature_status(setup, [{"selfplay/pool_size": math.nan}]) == "self-play off"
 
