@@ -347,7 +347,7 @@ def _train(
     quiet = quiet or not main  # the other processes train silently
     if saved is not None and start_update >= config.num_updates:
         checkpointer.close()
-        if main:  # even when quiet: the one line that says why nothing happened
+        if not quiet:
             print(complete_message(run_dir, start_update, config), flush=True)
         return TrainResult(runner=runner, history=[], compile_s=0.0, sps=0.0, run_dir=run_dir)
     if not quiet:
@@ -765,7 +765,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             run_dir = Path(args.resume)
             config = load_resume_config(run_dir, args.overrides) if args.overrides else None
-            train(config, run_dir, resume=True, quiet=args.quiet)
+            result = train(config, run_dir, resume=True, quiet=args.quiet)
+            if args.quiet and not result.history and is_main_process():  # nothing left to train
+                update = int(np.max(jax.device_get(result.runner.update_step)))
+                print(complete_message(run_dir, update, load_config(run_dir / "config.yaml")))
         else:
             if not args.config and not args.overrides:
                 raise ConfigError("give --config FILE (see configs/) or --resume DIR")
