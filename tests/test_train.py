@@ -20,7 +20,7 @@ import pytest
 
 from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import ConfigError, load_config
-from jaxrl.setup import make_setup
+from jaxrl.setup import current_learning_rate, make_setup
 from jaxrl.train import TrainingError, _Signals, train
 from jaxrl.train import main as train_main
 from jaxrl.train_step import init_run, init_runner_state, make_train_step, train_chunk
@@ -460,3 +460,24 @@ def test_python_resume_refuses_a_changed_config(tiny_config, two_runs):
     changed = make_tiny_config("ppo.num_steps=16", "train.total_steps=6144")
     with pytest.raises(ConfigError, match=r"^ppo.num_steps cannot change when resuming"):
         train(changed, two_runs[0].run_dir, resume=True, quiet=True)
+
+
+def test_resume_further_with_anneal_lr_takes_the_longer_schedule(
+    tiny_config, tmp_path, two_runs, capsys
+):
+    """With ppo.anneal_lr the resumed updates follow the new total's schedule to its end (the
+    rate of the last step is that of the uninterrupted run), but the params differ: the first
+    leg decayed sooner. docs/guide/checkpoints.md states both."""
+    run_dir = tmp_path / "annealed"
+    first = train(make_tiny_config("train.total_steps=2048"), run_dir, quiet=True)
+    assert float(current_learning_rate(first.runner.opt_state)) == 1 - 15 / 16
+    capsys.readouterr()
+    result = train(tiny_config, run_dir, resume=True, quiet=True)  # to 3072: 24 updates
+    assert (
+        "resume: ppo.anneal_lr is on: the learning rate now decays to 0 at update 24, from "
+        "0.333 x ppo.lr at update 16" in capsys.readouterr().err
+    )
+    reference = two_runs[0].runner.opt_state
+    assert float(current_learning_rate(result.runner.opt_state)) == pytest.approx(1 / 24)
+    assert current_learning_rate(result.runner.opt_state) == current_learning_rate(reference)
+    assert not _leaves_equal(result.runner.params, two_runs[0].runner.params)
