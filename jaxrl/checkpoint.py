@@ -11,10 +11,24 @@ Layout of a run directory::
 
 Orbax writes each step into a temporary directory and renames it when complete, so a
 process killed mid-save leaves the previous checkpoints intact.
+
+A checkpoint that cannot be read back (a truncated data file, a missing item, a corrupt
+meta JSON) raises :class:`CorruptCheckpointError`: one line with the step, the cause in plain
+words and the intact steps. "Intact" means "restores": a step is checked by restoring the
+items the caller needs (all of them to resume, the policy to play), as Orbax offers no
+cheaper test that reads the array data. ``--resume`` falls back to the newest intact step
+and moves the unreadable newer ones aside to ``checkpoints/<step>.corrupt`` (never deleted:
+Orbax neither lists nor garbage-collects such a directory, and training saves ``<step>``
+again); see ``docs/guide/checkpoints.md``.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +41,34 @@ from jaxrl.types import RunnerState
 
 class CheckpointError(RuntimeError):
     """A checkpoint is missing, incomplete or does not match the config."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """Checkpoint ``step`` cannot be read back; ``intact`` are the steps that can."""
+
+    def __init__(self, directory: Path, step: int, cause: str, intact: list[int]):
+        self.directory = directory  # RUN_DIR/checkpoints
+        self.step = step
+        self.cause = cause  # plain words, e.g. "data file policy/d/5162... is truncated"
+        self.intact = intact  # ascending; [] when none restores
+        super().__init__(
+            f"checkpoint {step} in {directory} is unreadable: {cause}; intact checkpoints: "
+            + (", ".join(map(str, intact)) if intact else "none")
+        )
+
+    def suggest(self, flag: str = "--step") -> str:
+        """The message and the flag that picks the newest intact step (if there is one)."""
+        if not self.intact:
+            return str(self)
+        return f"{self} (choose one with {flag} {self.intact[-1]})"
+
+
+def error_line(err: Exception, flag: str = "--step") -> tuple[str, int]:
+    """A command's one-line report of ``err`` and its exit status: 2 for an unreadable
+    checkpoint (with ``flag`` and an intact step to choose), 1 for anything else."""
+    if isinstance(err, CorruptCheckpointError):
+        return err.suggest(flag), 2
+    return str(err), 1
 
 
 def _is_key(x: Any) -> bool:
@@ -128,83 +170,94 @@ class Checkpointer:
             )
         return step
 
-    def restore(self, like: RunnerState, step: int | None = None) -> tuple[RunnerState, dict]:
-        """Restore a whole runner state shaped like ``like``; returns ``(runner, meta)``."""
+    def _read(self, step: int | None, args: Callable[[], dict[str, Any]]) -> tuple[Any, int]:
+        """Restore the items ``args()`` names at ``step`` (default: latest).
+
+        Raises:
+          CorruptCheckpointError: the step does not restore (the other steps are checked the same
+            way to name the intact ones).
+        """
         step = self._resolve_step(step)
-        policy_like, rest_like, features_like = split_runner(like)
         try:
-            restored = self.manager.restore(
-                step,
-                args=ocp.args.Composite(
-                    policy=ocp.args.StandardRestore(_abstract(policy_like)),
-                    state=ocp.args.StandardRestore(_abstract(rest_like)),
-                    meta=ocp.args.JsonRestore(),
-                    **{
-                        name: ocp.args.StandardRestore(_abstract(state))
-                        for name, state in features_like.items()
-                    },
-                ),
-            )
+            return self._restore_items(step, args()), step
         except Exception as err:  # Orbax raises many types for unreadable data
-            raise CheckpointError(
-                f"checkpoint {self.directory / str(step)} is corrupt or does not match the "
-                f"config: {_first_line(err)}"
-            ) from None
-        rest = _data_to_keys(
-            _fill_empty(restored.state, rest_like),
-            like.replace(params=None, obs_stats=None, features=None),
-        )
-        features = {
-            name: _data_to_keys(_fill_empty(restored[name], features_like[name]), state)
-            for name, state in like.features.items()
-        }
-        runner = rest.replace(
-            params=restored.policy.params, obs_stats=restored.policy.obs_stats, features=features
-        )
-        return runner, dict(restored.meta)
+            cause = plain_cause(err, self.directory / str(step))
+        intact = [s for s in self.steps() if s != step and self.readable(s, args)]
+        raise CorruptCheckpointError(self.directory, step, cause, intact) from None
+
+    def _restore_items(self, step: int, items: dict[str, Any]) -> Any:
+        _quiet_closed_loop()  # before: a failed read's siblings may call back at once
+        return self.manager.restore(step, args=ocp.args.Composite(**items))
+
+    def readable(self, step: int, args: Callable[[], dict[str, Any]]) -> bool:
+        """Whether the items ``args()`` names restore at ``step`` (the intactness check)."""
+        try:
+            self._restore_items(step, args())
+        except Exception:  # noqa: BLE001 - any failure means "not intact"
+            return False
+        return True
+
+    def restore(self, like: RunnerState, step: int | None = None) -> tuple[RunnerState, dict]:
+        """Restore a whole runner state shaped like ``like``; returns ``(runner, meta)``.
+
+        Raises:
+          CorruptCheckpointError: ``step`` (default: the latest) does not restore.
+        """
+        restored, _ = self._read(step, lambda: _runner_items(like))
+        return _assemble(restored, like), dict(restored.meta)
+
+    def restore_intact(
+        self, like: RunnerState
+    ) -> tuple[RunnerState, dict, CorruptCheckpointError | None]:
+        """The newest step that restores: ``(runner, meta, why the newest did not)``.
+
+        When the newest step is unreadable the newest intact one is restored, and the error
+        about the newest (its cause, the intact steps) is returned beside it; every step
+        above the restored one is unreadable.
+
+        Raises:
+          CorruptCheckpointError: no step restores.
+        """
+        try:
+            runner, meta = self.restore(like)
+            return runner, meta, None
+        except CorruptCheckpointError as bad:
+            if not bad.intact:
+                raise
+            runner, meta = self.restore(like, bad.intact[-1])
+            return runner, meta, bad
+
+    def set_aside(self, step: int) -> Path:
+        """Move checkpoint ``step`` to ``<step>.corrupt`` (``.corrupt.1``, ... if taken): out
+        of Orbax's sight, so it is neither garbage-collected nor in the way of a new save of
+        ``step``, and never deleted. Returns the new path."""
+        source = self.directory / str(step)
+        target = self.directory / f"{step}.corrupt"
+        n = 0
+        while target.exists():
+            n += 1
+            target = self.directory / f"{step}.corrupt.{n}"
+        source.rename(target)
+        self.manager.reload()  # forget the step Orbax listed at start
+        return target
 
     def meta(self, step: int) -> dict[str, Any]:
         """The JSON ``meta`` item of checkpoint ``step`` (update step, env steps, wall time)."""
-        step = self._resolve_step(step)
-        try:
-            restored = self.manager.restore(
-                step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
-            )
-        except Exception as err:
-            raise CheckpointError(
-                f"checkpoint {self.directory / str(step)} has no readable meta: {_first_line(err)}"
-            ) from None
+        restored, _ = self._read(step, lambda: {"meta": ocp.args.JsonRestore()})
         return dict(restored.meta)
 
     def restore_item(self, name: str, like: Any, step: int | None = None) -> tuple[Any, int]:
         """Restore one feature's state (e.g. ``selfplay``) shaped like ``like``."""
-        step = self._resolve_step(step)
-        try:
-            restored = self.manager.restore(
-                step, args=ocp.args.Composite(**{name: ocp.args.StandardRestore(_abstract(like))})
-            )
-        except Exception as err:
-            raise CheckpointError(
-                f"checkpoint {self.directory / str(step)} has no readable {name!r} item: "
-                f"{_first_line(err)}"
-            ) from None
+        restored, step = self._read(step, lambda: {name: ocp.args.StandardRestore(_abstract(like))})
         return _fill_empty(restored[name], like), step
 
     def restore_policy(
         self, like: PolicyParams, step: int | None = None
     ) -> tuple[PolicyParams, int]:
         """Restore only params and normaliser; returns ``(policy, step)``."""
-        step = self._resolve_step(step)
-        try:
-            restored = self.manager.restore(
-                step,
-                args=ocp.args.Composite(policy=ocp.args.StandardRestore(_abstract(like))),
-            )
-        except Exception as err:
-            raise CheckpointError(
-                f"checkpoint {self.directory / str(step)} is corrupt or does not match the "
-                f"config: {_first_line(err)}"
-            ) from None
+        restored, step = self._read(
+            step, lambda: {"policy": ocp.args.StandardRestore(_abstract(like))}
+        )
         return restored.policy, step
 
     def close(self) -> None:
@@ -213,6 +266,94 @@ class Checkpointer:
         self.manager.close()
 
 
-def _first_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0] if text else ''}"
+def _runner_items(like: RunnerState) -> dict[str, Any]:
+    """The restore arguments of every item of a whole runner state shaped like ``like``."""
+    policy_like, rest_like, features_like = split_runner(like)
+    return {
+        "policy": ocp.args.StandardRestore(_abstract(policy_like)),
+        "state": ocp.args.StandardRestore(_abstract(rest_like)),
+        "meta": ocp.args.JsonRestore(),
+        **{
+            name: ocp.args.StandardRestore(_abstract(state))
+            for name, state in features_like.items()
+        },
+    }
+
+
+def _assemble(restored: Any, like: RunnerState) -> RunnerState:
+    """The runner state from its restored items (keys rewrapped, empty leaves refilled)."""
+    _, rest_like, features_like = split_runner(like)
+    rest = _data_to_keys(
+        _fill_empty(restored.state, rest_like),
+        like.replace(params=None, obs_stats=None, features=None),
+    )
+    features = {
+        name: _data_to_keys(_fill_empty(restored[name], features_like[name]), state)
+        for name, state in like.features.items()
+    }
+    return rest.replace(
+        params=restored.policy.params, obs_stats=restored.policy.obs_stats, features=features
+    )
+
+
+def _drop_closed_loop(unraisable: Any, previous: Callable[[Any], None]) -> None:
+    exc = unraisable.exc_value
+    if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
+        return
+    previous(unraisable)
+
+
+def _quiet_closed_loop() -> None:
+    """Silence the reads still in flight when a restore failed.
+
+    When one array of a restore fails, Orbax closes its event loop while TensorStore still
+    completes the item's other reads; each one's callback then raises "Event loop is closed",
+    and Python prints it as an unraisable exception (a dozen tracebacks around the one-line
+    report). Only that error is dropped; any other goes to the hook that was installed.
+    """
+    hook = sys.unraisablehook
+    if getattr(hook, "func", None) is _drop_closed_loop:
+        return
+    sys.unraisablehook = functools.partial(_drop_closed_loop, previous=hook)
+
+
+_TRUNCATED = re.compile(
+    r'Error reading Byte range \[\d+, (\d+)\) of local file "([^"]+)": Requested byte range '
+    r"\[\d+, \d+\) is not valid for value of size (\d+)"
+)
+_LOCAL_FILE = re.compile(r'local file "([^"]+)"')
+_MISSING_ITEM = re.compile(r'Item "([^"]+)" was not found')
+
+
+def plain_cause(err: Exception, step_dir: Path) -> str:
+    """What is wrong with a checkpoint, in plain words, from the error Orbax raised.
+
+    TensorStore's errors carry a JSON spec of the whole store (hundreds of characters);
+    the causes seen in practice are named, anything else is cut to its first clause.
+    """
+    text = str(err)
+    if isinstance(err, json.JSONDecodeError):
+        return f"its meta JSON is not valid ({err.msg} at line {err.lineno} column {err.colno})"
+    if (match := _MISSING_ITEM.search(text)) is not None:
+        return f"item {match.group(1)!r} is missing"
+    if (match := _TRUNCATED.search(text)) is not None:
+        expected, path, size = match.groups()
+        return f"data file {_relative(path, step_dir)} is truncated ({size} of {expected} bytes)"
+    if "NOT_FOUND" in text and (match := _LOCAL_FILE.search(text)) is not None:
+        return f"file {_relative(match.group(1), step_dir)} is missing"
+    if isinstance(err, FileNotFoundError) and err.filename:
+        return f"file {_relative(str(err.filename), step_dir)} is missing"
+    clause = text.split(" [tensorstore_spec")[0].strip().splitlines()
+    clause = clause[0] if clause else ""
+    clause = re.sub(r'Error opening "\w+" driver: ', "", clause)
+    if len(clause) > 200:
+        clause = clause[:197] + "..."
+    return f"{type(err).__name__}: {clause}" if clause else type(err).__name__
+
+
+def _relative(path: str, step_dir: Path) -> str:
+    """``path`` relative to the checkpoint's directory when it is inside it."""
+    try:
+        return str(Path(path).relative_to(step_dir))
+    except ValueError:
+        return path

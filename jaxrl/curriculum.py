@@ -18,6 +18,8 @@ index and its own env params; promotion reads only the envs on the current stage
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -294,6 +296,15 @@ class Curriculum(Feature):
             MetricSpec("curriculum/promotions", "sum"),
             MetricSpec("curriculum/capped_promotions", "sum"),
         )
+
+    def status(self, metrics: Mapping[str, float]) -> str:
+        """``stage 2/3 (league)`` from the chunk's ``curriculum/stage`` (a switched feature
+        reports itself); see :class:`jaxrl.summary.ReportsStatus`."""
+        value = metrics.get("curriculum/stage", math.nan)
+        if math.isnan(value):
+            return ""
+        stage = int(value)
+        return f"stage {stage + 1}/{self.spec.num_stages} ({self.spec.names[stage]})"
 
     def summary(self, state: CurriculumState) -> list[str]:
         """Stages and replay."""

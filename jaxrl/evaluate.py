@@ -25,7 +25,7 @@ from flax import struct
 
 import envs
 from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import CheckpointError
+from jaxrl.checkpoint import CheckpointError, error_line
 from jaxrl.config import ConfigError, parse_overrides
 from jaxrl.match import MatchRecord
 from jaxrl.play import (
@@ -224,8 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             args.team_size,
         )
     except (CheckpointError, ConfigError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        line, status = error_line(err, "--step")  # an unreadable checkpoint: 2, a step to pick
+        print(f"error: {line}", file=sys.stderr)
+        return status
     results = result if isinstance(result, list) else [result]
     if args.json:
         if isinstance(result, list):

@@ -26,7 +26,7 @@ import envs
 from envs import protocols
 from envs.protocols import Renderer
 from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import CheckpointError
+from jaxrl.checkpoint import CheckpointError, error_line
 from jaxrl.config import Config, ConfigError, EnvConfig
 from jaxrl.match import MatchCarry
 from jaxrl.play import (
@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         frames = render.render_frames(jax.device_get(states), env_params)
         render.save_gif(frames, Path(args.out), fps=args.fps)
     except (ConfigError, CheckpointError, ValueError, yaml.YAMLError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        line, status = error_line(err, "--step")  # an unreadable checkpoint: 2, a step to pick
+        print(f"error: {line}", file=sys.stderr)
+        return status
     print(f"wrote {len(frames)} frames to {args.out}")
     return 0
 

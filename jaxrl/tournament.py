@@ -38,7 +38,7 @@ import numpy as np
 from envs import protocols
 from jaxrl import play
 from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import Checkpointer, CheckpointError
+from jaxrl.checkpoint import Checkpointer, CheckpointError, error_line
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.elo import bootstrap_elo, fit_elo
 from jaxrl.match import NETWORK, MatchPlan, MatchRecord
@@ -188,7 +188,7 @@ def load_players(
                 policy, _ = managers[path].restore_policy(like, step)
                 meta = managers[path].meta(step)
             except CheckpointError as err:
-                raise UsageError(str(err)) from None
+                raise UsageError(error_line(err, "--players")[0]) from None
             players.append(
                 Player(
                     name=name if len(runs) > 1 else str(step),

@@ -1,7 +1,11 @@
 """Training CLI and API: the host loop around the compiled chunk step.
 
     python -m jaxrl.train --config configs/cartpole.yaml [section.key=value ...] [--run-dir DIR]
-    python -m jaxrl.train --resume DIR
+    python -m jaxrl.train --resume DIR [train.total_steps=N ...]
+
+``--resume DIR`` continues from the newest intact checkpoint and may change only the keys in
+``jaxrl.config.loader.RESUMABLE_KEYS`` (train further with ``train.total_steps=N``); see
+``docs/guide/checkpoints.md``.
 
 The host loop only runs between compiled chunks: it reads the chunk's scalar metrics,
 writes TensorBoard scalars, updates the progress bar and saves checkpoints.
@@ -44,6 +48,12 @@ from tqdm import tqdm
 
 from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import Config, ConfigError, load_config, save_config
+from jaxrl.config.loader import (
+    RESUMABLE_KEYS,
+    config_history,
+    load_resume_config,
+    resume_changes,
+)
 from jaxrl.distributed import (
     DistributedError,
     add_process_flags,
@@ -61,9 +71,9 @@ from jaxrl.logger import (
     wandb_available,
     wandb_teardown,
 )
-from jaxrl.pbt import summary as pbt_summary
 from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_run, make_train_step, pbt_spec
+from jaxrl.summary import done_line, feature_status, nan_mean, run_summary
+from jaxrl.train_step import init_run, make_train_step
 from jaxrl.types import RunnerState
 
 
@@ -235,81 +245,6 @@ def prepare_run_dir(run_dir: Path, overwrite: bool) -> None:
     sync("jaxrl-run-dir-created")
 
 
-def run_summary(
-    config: Config, setup: Setup, run_dir: Path, start_update: int, features: dict
-) -> str:
-    """A few lines describing the run, printed before training."""
-    ppo, env = config.ppo, config.env
-    devices = ", ".join(f"{d.platform}:{d.id}" for d in jax.devices()[:8]) + (
-        ", ..." if jax.device_count() > 8 else ""
-    )
-    if jax.process_count() > 1:
-        devices += f" ({jax.device_count()} devices of {jax.process_count()} processes)"
-    shards = setup.layout.devices
-    devices += (
-        f"; env batch sharded over {shards} ({env.num_envs // shards} envs each), params replicated"
-        if shards > 1
-        else "; one device trains"
-    )
-    on = lambda flag: "on" if flag else "off"  # noqa: E731
-    every = config.checkpoint.every_updates
-    saves = f"every {every} updates and at the end" if every else "at the end only"
-    many = setup.members.count > 1
-    lines = [
-        f"jaxrl on jax {jax.__version__}",
-        f"  run dir      {run_dir}",
-        f"  devices      {devices}",
-        f"  precision    {config.precision} -> compute {setup.compute_dtype.name}, params float32",
-        f"  env          {env.name} x {env.num_envs} envs, action repeat {env.action_repeat}, "
-        f"{'discrete' if setup.discrete else 'continuous'} actions, obs {setup.obs_shape}",
-        f"  batch        {config.batch_size} = {env.num_envs} envs x {ppo.num_steps} steps; "
-        f"{ppo.num_minibatches} minibatches of {config.minibatch_size} x {ppo.update_epochs} "
-        "epochs",
-        f"  schedule     {config.num_updates} updates ({config.num_updates * config.batch_size:,} "
-        f"env steps) in chunks of {config.chunk_updates}; starting at update {start_update}",
-        f"  network      MLP {list(config.network.hidden_sizes)} {config.network.activation}, "
-        f"{'shared' if config.network.shared_torso else 'separate'} torsos"
-        + (
-            f", {config.network.core.upper()} {config.network.core_size}"
-            if config.network.core != "none"
-            else ""
-        ),
-        f"  features     obs norm {on(env.normalize_obs)}, lr anneal {on(ppo.anneal_lr)}, "
-        f"value clip {on(ppo.clip_value)}, adv norm {on(ppo.normalize_advantages)}, "
-        f"reward scale {ppo.reward_scale:g}",
-        f"  checkpoints  {saves}, keep the last {config.checkpoint.keep}; "
-        "Ctrl-C or SIGTERM saves the chunk in flight",
-        f"  speed        env steps/s{' of one member (as perf/sps)' if many else ''} over each "
-        "chunk, after compile",
-    ]
-    members = setup.members
-    if members.count > 1:
-        swept = ", ".join(f"{k} {v}" for k, v in config.sweep.items())
-        lines.append(
-            f"  members      {members.count} runs vmapped in one program: "
-            f"{members.count // config.train.num_seeds} sweep points x "
-            f"{config.train.num_seeds} seeds ({members.seeds[0]}..{max(members.seeds)})"
-            + (f"; sweep {swept}" if swept else "")
-            + "; TensorBoard runs "
-            + ", ".join(members.names[:4])
-            + (", ..." if members.count > 4 else "")
-        )
-    population = pbt_spec(setup)
-    if population is not None:
-        lines += [f"  {line}" for line in pbt_summary(population)]
-    layout = setup.layout
-    if layout.two_team:
-        lines.append(
-            f"  teams        two teams of {layout.team_size}: the learner drives one per env, "
-            f"{layout.num_envs * layout.actors_per_env} training actors"
-        )
-    for feature in setup.features:
-        lines += [f"  {line}" for line in feature.summary(features[feature.name])]
-    if setup.exploiters is not None:
-        lines += [f"  {line}" for line in setup.exploiters.summary()]
-    return "\n".join(lines)
-
-
 def _params_finite(runner: RunnerState) -> bool:
     leaves = jax.tree.leaves(runner.params)
     return bool(jnp.all(jnp.array([jnp.isfinite(x).all() for x in leaves])))
@@ -341,10 +276,15 @@ def train(
     raising :class:`TrainingInterrupted` once the chunk in flight is saved (or at once).
 
     Args:
-      config: the run's config (ignored when resuming: the saved ``config.yaml`` is used).
+      config: the run's config. When resuming: None continues with the saved
+        ``config.yaml``; a config that differs from it only in ``RESUMABLE_KEYS``
+        (``train.total_steps`` to train further, logging and checkpoint cadence) continues
+        under it and is written to ``config.yaml`` (the old values kept as a comment line).
       run_dir: where config, TensorBoard events and checkpoints go.
-      resume: continue the run in ``run_dir`` from its latest checkpoint (from update 0 if
-        it has none yet). A run already complete is restored and returned untrained.
+      resume: continue the run in ``run_dir`` from its latest intact checkpoint (from update
+        0 if it has none yet); unreadable newer checkpoints are reported on stderr and moved
+        to ``checkpoints/<step>.corrupt``. A run already complete is restored and returned
+        untrained.
       overwrite: replace an existing run in ``run_dir``.
       config_path: only used to name a default run directory.
       quiet: no summary, no progress bar.
@@ -385,11 +325,9 @@ def _train(
     quiet: bool,
     signals: _Signals,
 ) -> TrainResult:
-    saved = None
+    saved, changes = None, []
     if resume:
-        if not (run_dir / "config.yaml").is_file():
-            raise CheckpointError(f"cannot resume {run_dir}: it has no config.yaml")
-        config = load_config(run_dir / "config.yaml")
+        config, changes = _resume_config(config, run_dir)
         saved = saved_update(run_dir)
     else:
         config = config or Config()
@@ -401,10 +339,11 @@ def _train(
     # A run interrupted before its first checkpoint resumes from update 0 (nothing to restore).
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=saved is None)
     if saved is not None:
-        runner, meta = checkpointer.restore(runner)
-        _check_resume_devices(setup, meta.get("devices"))
+        runner = _restore_intact(checkpointer, setup, runner)
     start_update = int(np.max(jax.device_get(runner.update_step)))
     main = is_main_process()
+    if resume and main:
+        _record_resume(config, run_dir, changes, start_update)
     quiet = quiet or not main  # the other processes train silently
     if saved is not None and start_update >= config.num_updates:
         checkpointer.close()
@@ -427,6 +366,65 @@ def _train(
         if main and config.logger.wandb.project and wandb_available():
             wandb_teardown()  # the offline files complete on disk before train returns
         checkpointer.close()
+
+
+def _resume_config(wanted: Config | None, run_dir: Path) -> tuple[Config, list[str]]:
+    """The config a resumed run trains with, and what it changes (``key old -> new``).
+
+    ``wanted`` (None: the saved config as it is) may differ from the saved one only in
+    :data:`RESUMABLE_KEYS`.
+    """
+    if not (run_dir / "config.yaml").is_file():
+        raise CheckpointError(f"cannot resume {run_dir}: it has no config.yaml")
+    saved = load_config(run_dir / "config.yaml")
+    if wanted is None:
+        return saved, []
+    return wanted, resume_changes(saved, wanted)
+
+
+def _record_resume(config: Config, run_dir: Path, changes: list[str], update: int) -> None:
+    """Write the changed config, the old values kept as a comment line, and say so."""
+    if not changes:
+        return
+    path = run_dir / "config.yaml"
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    line = f"resumed at update {update} ({stamp}): {'; '.join(changes)}"
+    save_config(config, path, (*config_history(path), line))
+    print(f"resume: {'; '.join(changes)} (written to {path})", file=sys.stderr, flush=True)
+    if config.ppo.anneal_lr and any(c.startswith("train.total_steps ") for c in changes):
+        print(
+            f"resume: ppo.anneal_lr is on: the learning rate now decays to 0 at update "
+            f"{config.num_updates}, from {1 - update / config.num_updates:.3g} x ppo.lr at "
+            f"update {update} (see docs/guide/checkpoints.md)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _restore_intact(checkpointer: Checkpointer, setup: Setup, runner: RunnerState) -> RunnerState:
+    """The newest intact checkpoint; unreadable newer ones are set aside (kept) and reported.
+
+    They must leave Orbax's sight: training saves their steps again, and Orbax refuses to save
+    a step that exists (and would garbage-collect them as old checkpoints).
+    """
+    runner, meta, bad = checkpointer.restore_intact(runner)
+    _check_resume_devices(setup, meta.get("devices"))
+    if bad is None:
+        return runner
+    step = int(meta["update_step"])
+    newer = [s for s in checkpointer.steps() if s > step]
+    sync("jaxrl-corrupt-found")
+    if is_main_process():
+        moved = [checkpointer.set_aside(s).name for s in newer]
+        print(
+            f"warning: {bad}; resuming from update {step}, the newest intact one (kept as "
+            f"{', '.join(f'checkpoints/{m}' for m in moved)})",
+            file=sys.stderr,
+            flush=True,
+        )
+    sync("jaxrl-corrupt-set-aside")
+    checkpointer.manager.reload()
+    return runner
 
 
 def make_loggers(config: Config, setup: Setup, run_dir: Path) -> list[Logger | Loggers]:
@@ -531,6 +529,134 @@ def _any_process(flag: bool) -> bool:
     return bool(np.any(multihost_utils.process_allgather(np.asarray(flag))))
 
 
+@dataclasses.dataclass
+class _Tally:
+    """The host loop's bookkeeping between chunks (host values only, never traced)."""
+
+    updates: np.ndarray  # [R] int, updates each member has done
+    streaks: np.ndarray  # [R] int, each member's non-finite updates in a row
+    last_saved: int  # the newest checkpointed update (0: none)
+    history: list[dict] = dataclasses.field(default_factory=list)  # one row per chunk
+    stopped: dict[str, int] = dataclasses.field(default_factory=dict)  # member -> its NaN stop
+    train_s: float = 0.0  # seconds spent in chunks
+    trained_steps: int = 0  # env steps of one member trained by this process
+    recent_return: float = math.nan  # newest chunk's mean episode return that is not NaN
+    status: str = ""  # the features' status after the newest chunk (stage, self-play)
+
+    @property
+    def update(self) -> int:
+        """The update the run has reached (the furthest member)."""
+        return int(self.updates.max())
+
+
+def _host_ints(updates: Any, streaks: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-member update counts and non-finite streaks as int arrays ``[R]``."""
+    return np.atleast_1d(updates).astype(int), np.atleast_1d(streaks).astype(int)
+
+
+def _start_tally(
+    config: Config, runner: RunnerState, loggers: list[Logger], compile_s: float, saved: int
+) -> _Tally:
+    """The tally at the loop's start; logs the compile time at each member's step."""
+    updates, streaks = _host_ints(*jax.device_get((runner.update_step, runner.nonfinite_streak)))
+    for logger, done in zip(loggers, updates, strict=True):
+        logger.scalars(int(done) * config.batch_size, {"perf/compile_s": compile_s})
+    return _Tally(updates=updates, streaks=streaks, last_saved=saved)
+
+
+def _progress_bar(config: Config, update: int, quiet: bool) -> tqdm:
+    batch = config.batch_size
+    return tqdm(
+        total=config.num_updates * batch,
+        initial=update * batch,
+        unit="step",
+        unit_scale=True,
+        dynamic_ncols=True,
+        # One speed: perf/sps of a member over the last chunk (tqdm's own rate left out).
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
+        disable=quiet or not config.train.progress_bar,
+    )
+
+
+def _record_chunk(
+    config: Config, loggers: list[Logger], tally: _Tally, metrics: Any, new: np.ndarray, secs: float
+) -> list[dict[str, float]]:
+    """Log one chunk's scalars per member (with ``perf/sps``) and append its history row."""
+    batch = config.batch_size
+    rows = _member_rows(metrics, len(loggers))
+    for logger, row, done, before in zip(loggers, rows, new, tally.updates, strict=True):
+        steps = int(done - before) * batch
+        row["perf/sps"] = steps / secs if steps else 0.0
+        logger.scalars(int(done) * batch, row)
+    update = int(new.max())
+    merged = rows[0] if len(rows) == 1 else {tag: [row[tag] for row in rows] for tag in rows[0]}
+    tally.history.append({"env_steps": update * batch, "update": update, **merged})
+    returns = [row["rollout/episode_return"] for row in rows]
+    if not all(math.isnan(r) for r in returns):
+        tally.recent_return = float(np.nanmean(returns))
+    return rows
+
+
+def _train_chunk(
+    config: Config,
+    setup: Setup,
+    step_fn: Callable,
+    runner: RunnerState,
+    loggers: list[Logger],
+    tally: _Tally,
+    bar: tqdm,
+) -> RunnerState:
+    """Run one compiled chunk; log it, update the tally and the progress bar."""
+    t_chunk = time.perf_counter()
+    runner, metrics, new_updates, streaks = _in_worker(_run_chunk, step_fn, runner)
+    new_updates, streaks = _host_ints(new_updates, streaks)
+    chunk_s = time.perf_counter() - t_chunk
+    member_steps = int((new_updates - tally.updates).max()) * config.batch_size
+    tally.train_s += chunk_s
+    tally.trained_steps += member_steps
+    rows = _record_chunk(config, loggers, tally, metrics, new_updates, chunk_s)
+    tally.status = feature_status(setup, rows)
+    bar.update((int(new_updates.max()) - tally.update) * config.batch_size)
+    per_member = " per member" if len(rows) > 1 else ""
+    bar.set_postfix_str(
+        f"{_si(member_steps / chunk_s)} env steps/s{per_member}, return "
+        f"{tally.recent_return:.4g}" + (f", {tally.status}" if tally.status else "")
+    )
+    tally.updates, tally.streaks = new_updates, streaks
+    return runner
+
+
+def _check_nonfinite(config: Config, names: list[str], tally: _Tally, directory: Path) -> None:
+    """Note members whose non-finite streak reached the limit; raise when all have."""
+    limit = config.train.max_nonfinite_updates
+    for name, streak, done in zip(names, tally.streaks, tally.updates, strict=True):
+        if streak >= limit and name not in tally.stopped:
+            tally.stopped[name] = int(done)
+            if len(names) > 1:
+                tqdm.write(
+                    f"warning: member {name} stopped after {streak} non-finite updates "
+                    f"in a row at update {int(done)}; the other members go on",
+                    file=sys.stderr,
+                )
+    if len(tally.stopped) == len(names):
+        where = f"step {tally.last_saved} in {directory}" if tally.last_saved else "none"
+        raise TrainingError(
+            f"training stopped: {int(tally.streaks.max())} non-finite updates in a row at "
+            f"update {tally.update} (train.max_nonfinite_updates={limit}); last good "
+            f"checkpoint: {where}"
+        )
+
+
+def _save(
+    checkpointer: Checkpointer, setup: Setup, runner: RunnerState, update: int, wall_s: float
+) -> None:
+    """Checkpoint ``runner`` at ``update`` (refused when its params are not finite)."""
+    if not _params_finite(runner):
+        raise TrainingError(f"refusing to checkpoint non-finite params at update {update}")
+    meta = {"env_steps": update * setup.config.batch_size, "wall_s": wall_s}
+    checkpointer.save(runner, {**meta, "devices": setup.layout.devices}, step=update)
+
+
 def _loop(
     config: Config,
     setup: Setup,
@@ -541,131 +667,63 @@ def _loop(
     quiet: bool,
     signals: _Signals,
 ) -> TrainResult:
-    batch = config.batch_size
-    every = config.checkpoint.every_updates
-    limit = config.train.max_nonfinite_updates
-    names = setup.members.names
+    """Compile, then run chunks to the end (or a signal), checkpointing as configured."""
+    every, names = config.checkpoint.every_updates, setup.members.names
     t0 = time.perf_counter()
     step_fn = _in_worker(_compile, setup, runner)
     compile_s = time.perf_counter() - t0
     signals.training = True  # from here a first signal lets the chunk in flight finish
-
-    def progress(updates, streaks) -> tuple[np.ndarray, np.ndarray]:
-        """Per-member update counts and non-finite streaks as int arrays ``[R]``."""
-        return np.atleast_1d(updates).astype(int), np.atleast_1d(streaks).astype(int)
-
-    updates, streaks = progress(*jax.device_get((runner.update_step, runner.nonfinite_streak)))
-    for logger, done in zip(loggers, updates, strict=True):
-        logger.scalars(int(done) * batch, {"perf/compile_s": compile_s})
-    update = int(updates.max())
-    last_saved = checkpointer.latest_step() or 0
-    history: list[dict] = []
-    stopped: dict[str, int] = {}  # member -> update at which its NaN streak stopped it
-    per_member = " per member" if len(names) > 1 else ""
-    bar = tqdm(
-        total=config.num_updates * batch,
-        initial=update * batch,
-        unit="step",
-        unit_scale=True,
-        dynamic_ncols=True,
-        # One speed: perf/sps of a member over the last chunk (tqdm's own rate left out).
-        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
-        disable=quiet or not config.train.progress_bar,
-    )
-    train_s, trained_steps = 0.0, 0  # trained_steps: env steps of one member
-    recent_return = math.nan
-
-    def save(update: int) -> None:
-        if not _params_finite(runner):
-            raise TrainingError(f"refusing to checkpoint non-finite params at update {update}")
-        meta = {"env_steps": update * batch, "wall_s": time.perf_counter() - t0}
-        checkpointer.save(runner, {**meta, "devices": setup.layout.devices}, step=update)
-
+    tally = _start_tally(config, runner, loggers, compile_s, checkpointer.latest_step() or 0)
+    bar = _progress_bar(config, tally.update, quiet)
     try:
-        while update < config.num_updates:
-            t_chunk = time.perf_counter()
-            runner, metrics, new_updates, streaks = _in_worker(_run_chunk, step_fn, runner)
-            new_updates, streaks = progress(new_updates, streaks)
-            chunk_s = time.perf_counter() - t_chunk
-            member_steps = int((new_updates - updates).max()) * batch  # env steps of a member
-            train_s += chunk_s
-            trained_steps += member_steps
-            rows = _member_rows(metrics, len(names))
-            for logger, row, done, before in zip(loggers, rows, new_updates, updates, strict=True):
-                steps = int(done - before) * batch
-                row["perf/sps"] = steps / chunk_s if steps else 0.0
-                logger.scalars(int(done) * batch, row)
-            new_update = int(new_updates.max())
-            if len(rows) == 1:
-                history.append({"env_steps": new_update * batch, "update": new_update, **rows[0]})
-            else:
-                merged = {tag: [row[tag] for row in rows] for tag in rows[0]}
-                history.append({"env_steps": new_update * batch, "update": new_update, **merged})
-            returns = [row["rollout/episode_return"] for row in rows]
-            if not all(math.isnan(r) for r in returns):
-                recent_return = float(np.nanmean(returns))
-            bar.update((new_update - update) * batch)
-            bar.set_postfix_str(
-                f"{_si(member_steps / chunk_s)} env steps/s{per_member}, return {recent_return:.4g}"
-            )
-
-            for name, streak, done in zip(names, streaks, new_updates, strict=True):
-                if streak >= limit and name not in stopped:
-                    stopped[name] = int(done)
-                    if len(names) > 1:
-                        tqdm.write(
-                            f"warning: member {name} stopped after {streak} non-finite updates "
-                            f"in a row at update {int(done)}; the other members go on",
-                            file=sys.stderr,
-                        )
-            if len(stopped) == len(names):
-                bar.close()
-                saved = checkpointer.latest_step()
-                where = f"step {saved} in {checkpointer.directory}" if saved else "none"
-                raise TrainingError(
-                    f"training stopped: {int(streaks.max())} non-finite updates in a row at "
-                    f"update {new_update} (train.max_nonfinite_updates={limit}); last good "
-                    f"checkpoint: {where}"
-                )
-            updates, update = new_updates, new_update
-            at_end = update >= config.num_updates or len(stopped) + (
-                updates >= config.num_updates
-            ).sum() >= len(names)
+        while tally.update < config.num_updates:
+            runner = _train_chunk(config, setup, step_fn, runner, loggers, tally, bar)
+            _check_nonfinite(config, names, tally, checkpointer.directory)
+            finished = len(tally.stopped) + (tally.updates >= config.num_updates).sum()
+            at_end = tally.update >= config.num_updates or finished >= len(names)
             stop = not at_end and _any_process(signals.signum is not None)
-            due = every > 0 and update // every > last_saved // every
-            if (due or at_end or stop) and update != last_saved:
-                save(update)
-                last_saved = update
+            due = every > 0 and tally.update // every > tally.last_saved // every
+            if (due or at_end or stop) and tally.update != tally.last_saved:
+                _save(checkpointer, setup, runner, tally.update, time.perf_counter() - t0)
+                tally.last_saved = tally.update
             if stop:
-                bar.close()  # the message goes on its own line, after the bar's
+                signum = signals.signum or signal.SIGINT
                 raise TrainingInterrupted(
-                    signals.signum or signal.SIGINT, run_dir, update, graceful=True, trained=True
+                    signum, run_dir, tally.update, graceful=True, trained=True
                 )
             if at_end:
                 break
     finally:
-        bar.close()
+        bar.close()  # a message raised above goes on its own line, after the bar's
+    return _finish(config, setup, runner, tally, compile_s, run_dir, quiet)
+
+
+def _finish(
+    config: Config,
+    setup: Setup,
+    runner: RunnerState,
+    tally: _Tally,
+    compile_s: float,
+    run_dir: Path,
+    quiet: bool,
+) -> TrainResult:
+    """Print the ``done:`` line; report members stopped by non-finite updates."""
     jax.block_until_ready(runner)
-    sps = trained_steps / train_s if train_s > 0 else 0.0
+    sps = tally.trained_steps / tally.train_s if tally.train_s > 0 else 0.0
+    members = setup.members.count
     if not quiet:
-        final = history[-1]["rollout/episode_return"] if history else math.nan
-        final = float(np.nanmean(final)) if isinstance(final, list) else final
-        print(
-            f"done: {update * batch:,} env steps"
-            + (f" x {len(names)} members" if len(names) > 1 else "")
-            + f", {sps:,.0f} env steps/s{per_member} after {compile_s:.1f} s compile, "
-            f"last episode return {final:.4g}; run dir {run_dir}",
-            flush=True,
-        )
-    if stopped:
+        final = nan_mean(tally.history[-1]["rollout/episode_return"]) if tally.history else math.nan
+        steps = tally.update * config.batch_size
+        print(done_line(steps, members, sps, compile_s, final, tally.status, run_dir), flush=True)
+    if tally.stopped:
         raise TrainingError(
             "members stopped by non-finite updates (train.max_nonfinite_updates="
-            f"{limit}): "
-            + ", ".join(f"{n} at update {u}" for n, u in stopped.items())
-            + f"; the others trained to the end; checkpoints in {checkpointer.directory}"
+            f"{config.train.max_nonfinite_updates}): "
+            + ", ".join(f"{n} at update {u}" for n, u in tally.stopped.items())
+            + f"; the others trained to the end; checkpoints in {run_dir / 'checkpoints'}"
         )
     return TrainResult(
-        runner=runner, history=history, compile_s=compile_s, sps=sps, run_dir=run_dir
+        runner=runner, history=tally.history, compile_s=compile_s, sps=sps, run_dir=run_dir
     )
 
 
@@ -700,16 +758,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         join(cluster_from_flags(args.coordinator, args.num_processes, args.process_id))
         if args.resume:
-            if args.config or args.overrides or args.run_dir:
+            if args.config or args.run_dir:
                 raise ConfigError(
-                    "--resume DIR continues a run with its saved config.yaml; "
-                    "it takes no --config, --run-dir or overrides"
+                    "--resume DIR continues a run with its saved config.yaml; it takes no "
+                    "--config or --run-dir (overrides only of " + ", ".join(RESUMABLE_KEYS) + ")"
                 )
-            complete = _complete_run(Path(args.resume))
-            if complete:
-                print(complete, flush=True)
-                return 0
-            train(run_dir=args.resume, resume=True, quiet=args.quiet)
+            run_dir = Path(args.resume)
+            config = load_resume_config(run_dir, args.overrides) if args.overrides else None
+            result = train(config, run_dir, resume=True, quiet=args.quiet)
+            if args.quiet and not result.history and is_main_process():  # nothing left to train
+                update = int(np.max(jax.device_get(result.runner.update_step)))
+                print(complete_message(run_dir, update, load_config(run_dir / "config.yaml")))
         else:
             if not args.config and not args.overrides:
                 raise ConfigError("give --config FILE (see configs/) or --resume DIR")
@@ -742,17 +801,6 @@ def interrupted_exit(stop: TrainingInterrupted) -> int:
         sys.stdout.flush()
         os._exit(128 + stop.signum)
     return 128 + stop.signum
-
-
-def _complete_run(run_dir: Path) -> str | None:
-    """The line to print if the run in ``run_dir`` has trained all its updates, else None."""
-    if not (run_dir / "config.yaml").is_file():
-        return None  # train() says what is missing
-    config = load_config(run_dir / "config.yaml")
-    saved = saved_update(run_dir)
-    if saved is None or saved < config.num_updates:
-        return None
-    return complete_message(run_dir, saved, config)
 
 
 if __name__ == "__main__":

@@ -1,19 +1,28 @@
-"""Orbax checkpoints of whole runner states: every leaf round-trips, empty ones included."""
+"""Orbax checkpoints of whole runner states: every leaf round-trips, empty ones included;
+unreadable checkpoints are reported in one line, and ``--resume`` falls back past them."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 from pathlib import Path
 
 import chex
 import jax
 import numpy as np
+import pytest
 
 from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.checkpoint import Checkpointer, CorruptCheckpointError
 from jaxrl.config import load_config
+from jaxrl.evaluate import main as evaluate_main
 from jaxrl.play import policy_like
 from jaxrl.setup import make_setup
+from jaxrl.train import main as train_main
+from jaxrl.train import train
 from jaxrl.train_step import init_run
+from tests.conftest import make_tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -46,3 +55,108 @@ def test_soccer_without_selfplay_round_trips(tmp_path):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         assert x.shape == y.shape and x.dtype == y.dtype
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+# ----------------------------------------------------------------- unreadable checkpoints
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """The tiny CartPole run (checkpoints 8, 16, 24) and its final params."""
+    config = make_tiny_config()
+    result = train(config, tmp_path_factory.mktemp("healing") / "run", quiet=True)
+    return result
+
+
+def _copy(run, tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    shutil.copytree(run.run_dir, run_dir)
+    return run_dir
+
+
+def _truncate_data(step_dir: Path, item: str = "policy") -> None:
+    """Cut every data file of ``item`` to half its size (as a full disk or a killed copy)."""
+    files = [p for p in (step_dir / item).rglob("*") if p.is_file() and p.parent.name == "d"]
+    assert files, "the case under test: the item has data files"
+    for path in files:
+        os.truncate(path, path.stat().st_size // 2)
+
+
+def _sizes(directory: Path) -> list[int]:
+    return sorted(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+
+
+def _policy_like(run_dir: Path) -> PolicyParams:
+    return policy_like(make_setup(load_config(run_dir / "config.yaml")))
+
+
+def test_a_truncated_data_file_is_one_line_naming_the_intact_steps(finished_run, tmp_path):
+    run_dir = _copy(finished_run, tmp_path)
+    _truncate_data(run_dir / "checkpoints" / "24")
+    checkpointer = Checkpointer(run_dir, create=False)
+    with pytest.raises(CorruptCheckpointError) as caught:
+        checkpointer.restore_policy(_policy_like(run_dir))
+    err = caught.value
+    assert (err.step, err.intact) == (24, [8, 16])
+    assert re.fullmatch(
+        r"data file policy/\S*d/[0-9a-f]+ is truncated \(\d+ of \d+ bytes\)", err.cause
+    )
+    message = str(err)
+    assert "\n" not in message and "tensorstore" not in message.lower()
+    assert message.startswith(
+        f"checkpoint 24 in {run_dir / 'checkpoints'} is unreadable: data file"
+    )
+    assert message.endswith("; intact checkpoints: 8, 16")
+    # An intact step still restores, as asked.
+    _, step = checkpointer.restore_policy(_policy_like(run_dir), 16)
+    assert step == 16
+
+
+def test_corrupt_meta_and_missing_item_in_plain_words(finished_run, tmp_path):
+    run_dir = _copy(finished_run, tmp_path)
+    (run_dir / "checkpoints" / "24" / "meta" / "metadata").write_text("{not json")
+    shutil.rmtree(run_dir / "checkpoints" / "16" / "state")
+    checkpointer = Checkpointer(run_dir, create=False)
+    with pytest.raises(CorruptCheckpointError) as meta:
+        checkpointer.meta(24)
+    assert meta.value.cause.startswith("its meta JSON is not valid (")
+    like = init_run(make_setup(load_config(run_dir / "config.yaml")))
+    with pytest.raises(CorruptCheckpointError) as item:
+        checkpointer.restore(like, 16)
+    assert item.value.cause == "item 'state' is missing"
+    assert item.value.intact == [8]  # 24's meta is unreadable too
+
+
+def test_evaluate_suggests_an_intact_step(finished_run, tmp_path, capsys):
+    run_dir = _copy(finished_run, tmp_path)
+    _truncate_data(run_dir / "checkpoints" / "24")
+    assert evaluate_main(["--run-dir", str(run_dir), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("error: checkpoint 24 in ")
+    assert err.endswith("intact checkpoints: 8, 16 (choose one with --step 16)\n")
+
+
+def test_resume_falls_back_keeps_the_bad_checkpoint_and_finishes(finished_run, tmp_path, capsys):
+    """The newest checkpoint's data truncated: --resume says so in one line, trains on from
+    update 16 and ends where the uninterrupted run ended; the bad one is kept aside."""
+    run_dir = _copy(finished_run, tmp_path)
+    _truncate_data(run_dir / "checkpoints" / "24", "state")
+    bad = sorted(
+        p.stat().st_size for p in (run_dir / "checkpoints" / "24").rglob("*") if p.is_file()
+    )
+    assert train_main(["--resume", str(run_dir), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("warning:")]
+    assert line.startswith(f"warning: checkpoint 24 in {run_dir / 'checkpoints'} is unreadable: ")
+    assert line.endswith(
+        "; intact checkpoints: 8, 16; resuming from update 16, the newest intact one "
+        "(kept as checkpoints/24.corrupt)"
+    )
+    kept = run_dir / "checkpoints" / "24.corrupt"
+    assert _sizes(kept) == bad
+    checkpointer = Checkpointer(run_dir, create=False)
+    assert checkpointer.steps() == [8, 16, 24]  # 24 trained again; Orbax ignores 24.corrupt
+    policy, _ = checkpointer.restore_policy(_policy_like(run_dir))
+    chex.assert_trees_all_equal(policy.params, finished_run.runner.params)

@@ -246,9 +246,12 @@ def test_stage_switch_does_not_recompile_and_applies_params():
     assert int(env_params.max_steps_in_episode) == 60
 
 
-def test_curriculum_state_is_logged_checkpointed_and_resumed(tmp_path):
+def test_curriculum_state_is_logged_checkpointed_and_resumed(tmp_path, capsys):
     config = make_tiny_config(*TINY)
-    result = train(config, tmp_path / "run", quiet=True)
+    result = train(config, tmp_path / "run")  # not quiet: the done line names the stage
+    done = capsys.readouterr().out.strip().splitlines()[-1]
+    assert done.startswith("done: 1,536 env steps, ")
+    assert done.endswith(f", stage 2/2 (long); run dir {tmp_path / 'run'}")
     assert [row["curriculum/stage"] for row in result.history] == [1.0, 1.0, 1.0]
     assert sum(row["curriculum/promotions"] for row in result.history) == 1.0
     # Stage "short" promotes on its metric (threshold 0), not on a cap.

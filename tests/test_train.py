@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,9 +19,10 @@ import numpy as np
 import pytest
 
 from jaxrl.checkpoint import Checkpointer
-from jaxrl.config import load_config
-from jaxrl.setup import make_setup
+from jaxrl.config import ConfigError, load_config
+from jaxrl.setup import current_learning_rate, make_setup
 from jaxrl.train import TrainingError, _Signals, train
+from jaxrl.train import main as train_main
 from jaxrl.train_step import init_run, init_runner_state, make_train_step, train_chunk
 from tests.conftest import TINY_CARTPOLE, make_tiny_config
 
@@ -411,3 +413,71 @@ def test_wandb_offline_logs_the_tensorboard_scalars_per_member(tmp_path):
             assert [(row["env_steps"], row[tag]) for row in rows[1:]] == [
                 (step, pytest.approx(value, rel=1e-6)) for step, value in logged
             ]
+
+
+# ------------------------------------------------------------------------- train further
+
+
+def test_resume_with_larger_total_steps_is_bit_exact(tmp_path, capsys):
+    """16 updates, then ``--resume R train.total_steps=3072`` to 24 (in chunks of 4, not 8):
+    the same params and optimizer state as one uninterrupted 24-update run (constant lr: with
+    ppo.anneal_lr the schedule's horizon is total_steps, see docs/guide/checkpoints.md)."""
+    constant = "ppo.anneal_lr=false"
+    reference = train(make_tiny_config(constant), tmp_path / "long", quiet=True)
+    run_dir = tmp_path / "further"
+    train(make_tiny_config(constant, "train.total_steps=2048"), run_dir, quiet=True)
+    assert _saved_steps(run_dir) == [8, 16]
+    capsys.readouterr()
+    further = ["train.total_steps=3072", "train.updates_per_chunk=4", "checkpoint.keep=5"]
+    assert train_main(["--resume", str(run_dir), *further, "--quiet"]) == 0
+    err = capsys.readouterr().err
+    changes = (
+        "train.total_steps 2048 -> 3072; train.updates_per_chunk 8 -> 4; checkpoint.keep 3 -> 5"
+    )
+    assert f"resume: {changes} (written to {run_dir / 'config.yaml'})" in err
+    assert _saved_steps(run_dir) == [8, 16, 24]
+    final = _final_state(make_tiny_config(constant), run_dir)
+    assert int(final.update_step) == 24
+    assert _leaves_equal(final.params, reference.runner.params)
+    assert _leaves_equal(final.opt_state, reference.runner.opt_state)
+    text = (run_dir / "config.yaml").read_text()
+    assert load_config(run_dir / "config.yaml").train.total_steps == 3072
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d UTC"
+    assert re.match(rf"# resumed at update 16 \({stamp}\): {changes}\n", text)
+
+
+def test_resume_refuses_other_overrides_in_one_line(tmp_path, capsys):
+    assert train_main(["--resume", str(tmp_path), "ppo.lr=0.1"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "config error: ppo.lr cannot change when resuming a run (it would change what an "
+        "update computes); the keys that may: train.total_steps, train.updates_per_chunk, "
+        "train.progress_bar, checkpoint.every_updates, checkpoint.keep\n"
+    )
+
+
+def test_python_resume_refuses_a_changed_config(tiny_config, two_runs):
+    changed = make_tiny_config("ppo.num_steps=16", "train.total_steps=6144")
+    with pytest.raises(ConfigError, match=r"^ppo.num_steps cannot change when resuming"):
+        train(changed, two_runs[0].run_dir, resume=True, quiet=True)
+
+
+def test_resume_further_with_anneal_lr_takes_the_longer_schedule(
+    tiny_config, tmp_path, two_runs, capsys
+):
+    """With ppo.anneal_lr the resumed updates follow the new total's schedule to its end (the
+    rate of the last step is that of the uninterrupted run), but the params differ: the first
+    leg decayed sooner. docs/guide/checkpoints.md states both."""
+    run_dir = tmp_path / "annealed"
+    first = train(make_tiny_config("train.total_steps=2048"), run_dir, quiet=True)
+    assert float(current_learning_rate(first.runner.opt_state)) == 1 - 15 / 16
+    capsys.readouterr()
+    result = train(tiny_config, run_dir, resume=True, quiet=True)  # to 3072: 24 updates
+    assert (
+        "resume: ppo.anneal_lr is on: the learning rate now decays to 0 at update 24, from "
+        "0.333 x ppo.lr at update 16" in capsys.readouterr().err
+    )
+    reference = two_runs[0].runner.opt_state
+    assert float(current_learning_rate(result.runner.opt_state)) == pytest.approx(1 / 24)
+    assert current_learning_rate(result.runner.opt_state) == current_learning_rate(reference)
+    assert not _leaves_equal(result.runner.params, two_runs[0].runner.params)

@@ -218,6 +218,77 @@ def load_run_config(run_dir: str | Path) -> Config:
     return load_config(Path(run_dir) / "config.yaml", ["mesh.devices=1"])
 
 
-def save_config(config: Config, path: str | Path) -> None:
-    """Write the resolved config as YAML (loadable by :func:`load_config`)."""
-    Path(path).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+def save_config(config: Config, path: str | Path, history: tuple[str, ...] = ()) -> None:
+    """Write the resolved config as YAML (loadable by :func:`load_config`), with ``history``
+    as ``# `` comment lines at its top (what resuming changed, see :func:`config_history`)."""
+    header = "".join(f"# {line}\n" for line in history)
+    Path(path).write_text(header + yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+
+def config_history(path: str | Path) -> tuple[str, ...]:
+    """The ``# `` comment lines at the top of a run's ``config.yaml`` (oldest first)."""
+    lines = []
+    for line in Path(path).read_text().splitlines():
+        if not line.startswith("# "):
+            break
+        lines.append(line[2:])
+    return tuple(lines)
+
+
+# The keys that may change when a run is resumed: how long it trains and how the host loop
+# logs and checkpoints. None of them changes an update's computation or its random stream
+# (see docs/guide/checkpoints.md; with ppo.anneal_lr the schedule's horizon is total_steps).
+RESUMABLE_KEYS = (
+    "train.total_steps",  # train a finished run further (or stop an unfinished one sooner)
+    "train.updates_per_chunk",  # how often the host logs, checks for Ctrl-C and may save
+    "train.progress_bar",
+    "checkpoint.every_updates",
+    "checkpoint.keep",
+)
+
+
+def _refuse_on_resume(key: str) -> ConfigError:
+    return ConfigError(
+        f"{key} cannot change when resuming a run (it would change what an update computes); "
+        f"the keys that may: {', '.join(RESUMABLE_KEYS)}"
+    )
+
+
+def load_resume_config(run_dir: str | Path, overrides: list[str]) -> Config:
+    """A run's saved config with the overrides resuming allows (:data:`RESUMABLE_KEYS`).
+
+    Raises:
+      ConfigError: an override of another key (one line naming the allowed keys), or a
+        missing ``config.yaml``.
+    """
+    for key, _ in parse_overrides(overrides):
+        if key not in RESUMABLE_KEYS:
+            raise _refuse_on_resume(key)
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise ConfigError(f"cannot resume {run_dir}: it has no config.yaml")
+    return load_config(path, overrides)
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix.rstrip("."): data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}{key}."))
+    return out
+
+
+def resume_changes(saved: Config, wanted: Config) -> list[str]:
+    """``key old -> new`` for each key ``wanted`` changes in a run's ``saved`` config.
+
+    Raises:
+      ConfigError: a changed key outside :data:`RESUMABLE_KEYS`.
+    """
+    old, new = _flat(saved.to_dict()), _flat(wanted.to_dict())
+    changed = [key for key in new if old.get(key, object()) != new[key]]
+    changed += [key for key in old if key not in new]
+    for key in changed:
+        if key not in RESUMABLE_KEYS:
+            raise _refuse_on_resume(key)
+    return [f"{key} {old[key]} -> {new[key]}" for key in changed]

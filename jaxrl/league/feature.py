@@ -15,6 +15,8 @@ the feature declares that it plans after the curriculum (``after = ("curriculum"
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -137,6 +139,15 @@ class SelfPlay(Feature):
             MetricSpec("selfplay/vs_rule/loss"),
             MetricSpec("selfplay/vs_latest/win"),
         )
+
+    def status(self, metrics: Mapping[str, float]) -> str:
+        """``self-play on (pool 3/8)`` or ``self-play off`` (a curriculum stage switched it off
+        for the whole chunk: its pool size went unreported); see
+        :class:`jaxrl.summary.ReportsStatus`."""
+        pool = metrics.get("selfplay/pool_size", math.nan)
+        if math.isnan(pool):
+            return "self-play off"
+        return f"self-play on (pool {int(pool)}/{self.config.pool_size})"
 
     def summary(self, state: SelfPlayState) -> list[str]:
         """Pool size and bytes, the opponent groups."""
