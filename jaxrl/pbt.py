@@ -43,11 +43,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxrl.config.errors import ConfigError
 from jaxrl.config.pbt import PBTConfig
+from jaxrl.features import PopulationFeature
 from jaxrl.hyper import Hyper, get_value, set_value, value_tags
 from jaxrl.metrics import MetricSpec, Scalar
 
 STREAM = 0x50425421  # fold_in constant of the PBT key stream (ASCII "PBT!")
+PBT = "pbt"  # the runner's features entry of PBT's per-member state (and its checkpoint item)
 
 
 # ---- the static spec of a run --------------------------------------------------------------
@@ -645,3 +648,66 @@ def summary(spec: PBTSpec) -> list[str]:
         f"{smoothing}); explore: {how}",
         f"             {'; '.join(bounds)}",
     ]
+
+
+# ---- the population feature ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PopulationBasedTraining(PopulationFeature):
+    """PBT as the run's population feature (``features["pbt"]``, its checkpoint item)."""
+
+    name = PBT
+    spec: PBTSpec
+
+    def init(self, seeds: Sequence[int]) -> PBTState:
+        """Every member's state (:func:`init_population`)."""
+        return init_population(self.spec, seeds)
+
+    def after_members(
+        self, state: PBTState, members: Any, ran: jax.Array, packed: Scalar, replica_axis=None
+    ) -> tuple[PBTState, Any, dict[str, Scalar]]:
+        """Smooth, and on schedule exploit and explore (:func:`population_step`)."""
+        return population_step(self.spec, state, members, ran, packed, replica_axis=replica_axis)
+
+    def metric_specs(self, hyper: Hyper) -> tuple[MetricSpec, ...]:
+        """Lineage, events and values (:func:`metric_specs`)."""
+        return metric_specs(hyper)
+
+    def summary(self, state: Any) -> list[str]:
+        """The schedule and bounds (:func:`summary`)."""
+        del state
+        return summary(self.spec)
+
+
+def make_pbt(setup: Any, metric_tags: Sequence[str]) -> PopulationBasedTraining | None:
+    """The run's PBT (None without ``pbt:``) for a built run ``setup`` whose members' update
+    packs ``metric_tags``: a child copies every feature's state, and takes each learner
+    feature's as that feature inherits it.
+
+    Raises:
+      ConfigError: ``pbt.metric`` names a tag no part of the train step declares.
+    """
+    config = setup.config
+    try:
+        spec = make_spec(
+            config.pbt,
+            num_members=setup.members.count,
+            num_updates=config.num_updates,
+            metric_tags=metric_tags,
+            sweep=config.sweep,
+            copied_features=tuple(feature.name for feature in setup.features),
+            max_nonfinite=config.train.max_nonfinite_updates,
+            merged_features=tuple((f.name, f.inherit) for f in setup.learner_features),
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return None if spec is None else PopulationBasedTraining(spec=spec)
+
+
+def pbt_spec(setup: Any) -> PBTSpec | None:
+    """The PBT spec of a built run (None without PBT), for host-side tools and tests."""
+    for feature in setup.population_features:
+        if isinstance(feature, PopulationBasedTraining):
+            return feature.spec
+    return None

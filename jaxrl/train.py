@@ -61,9 +61,10 @@ from jaxrl.logger import (
     wandb_available,
     wandb_teardown,
 )
+from jaxrl.pbt import pbt_spec
 from jaxrl.pbt import summary as pbt_summary
 from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_run, make_train_step, pbt_spec
+from jaxrl.train_step import init_run, make_train_step
 from jaxrl.types import RunnerState
 
 

@@ -25,7 +25,7 @@ from jaxrl.elo import elo_from_score, expected_score
 from jaxrl.features import UpdateResult
 from jaxrl.layout import Layout
 from jaxrl.league.feature import SelfPlay
-from jaxrl.league.lanes import LeagueTally
+from jaxrl.opponents import LeagueTally
 from jaxrl.league.pool import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
 from jaxrl.league.rating import RULE_ELO, learner_rating
 from jaxrl.match import NETWORK
