@@ -85,12 +85,7 @@ def ppo_loss(
     clipped_surrogate = jnp.clip(ratio, 1.0 - coef.clip_eps, 1.0 + coef.clip_eps) * advantage
     policy_loss = -mean(jnp.minimum(surrogate, clipped_surrogate))
 
-    value_error = jnp.square(value - batch.target)
-    if hp.clip_value:
-        clipped_value = batch.value + jnp.clip(value - batch.value, -coef.clip_eps, coef.clip_eps)
-        value_error = jnp.maximum(value_error, jnp.square(clipped_value - batch.target))
-    value_loss = 0.5 * mean(value_error)
-
+    value_loss = 0.5 * mean(value_error(hp, value, batch))
     loss = policy_loss + coef.vf_coef * value_loss - coef.ent_coef * entropy
     metrics = LossMetrics(
         total_loss=loss,
@@ -103,6 +98,17 @@ def ppo_loss(
         ),
     )
     return loss, metrics
+
+
+def value_error(hp: LossHyperparams, value: jax.Array, batch: Minibatch) -> jax.Array:
+    """``[L, N]`` float32: ``(V - R)^2``, or with ``clip_value`` the larger of it and the
+    square error of the old value moved at most ``clip_eps`` towards the new one."""
+    error = jnp.square(value - batch.target)
+    if not hp.clip_value:
+        return error
+    clip_eps = hp.values.clip_eps
+    clipped_value = batch.value + jnp.clip(value - batch.value, -clip_eps, clip_eps)
+    return jnp.maximum(error, jnp.square(clipped_value - batch.target))
 
 
 def reducers(

@@ -91,6 +91,22 @@ class PBTSpec:
     merged_features: tuple[tuple[str, Callable[[Any, Any], Any]], ...] = ()
 
 
+def check_tags(wanted: Sequence[str], tags: Sequence[str]) -> None:
+    """Raises ValueError (one line) for a ranking tag ``wanted`` that is not in ``tags``."""
+    for tag in wanted:
+        if tag not in tags:
+            close = difflib.get_close_matches(tag, tags, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f" (declared: {', '.join(tags)})"
+            raise ValueError(f"pbt.metric: no update metric {tag!r}{hint}")
+
+
+def _padded(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(table [H, G] float32, sizes [H] int32)``: each row padded with its last value."""
+    width = max(1, *(len(r) for r in rows))
+    table = [list(r) + [r[-1] if r else 0.0] * (width - len(r)) for r in rows]
+    return np.asarray(table, np.float32), np.asarray([len(r) for r in rows], np.int32)
+
+
 def make_spec(
     config: PBTConfig,
     *,
@@ -113,20 +129,10 @@ def make_spec(
     if not config.enabled:
         return None
     tags = list(metric_tags)
-    for tag in config.metric:
-        if tag not in tags:
-            close = difflib.get_close_matches(tag, tags, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else f" (declared: {', '.join(tags)})"
-            raise ValueError(f"pbt.metric: no update metric {tag!r}{hint}")
-
-    def padded(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
-        width = max(1, *(len(r) for r in rows))
-        table = [list(r) + [r[-1] if r else 0.0] * (width - len(r)) for r in rows]
-        return np.asarray(table, np.float32), np.asarray([len(r) for r in rows], np.int32)
-
+    check_tags(config.metric, tags)
     bounds = [config.hyperparameters[key] for key in config.keys]
-    grid, grid_size = padded([sorted(set(b.values)) for b in bounds])
-    draws, draw_size = padded(
+    grid, grid_size = _padded([sorted(set(b.values)) for b in bounds])
+    draws, draw_size = _padded(
         [
             sorted(set(b.values or sweep.get(key, ())))
             for key, b in zip(config.keys, bounds, strict=True)
@@ -557,27 +563,12 @@ def population_step(
     Returns:
       ``(state, runner, metrics)``, metrics ``{tag: Scalar [R_local]}`` as :func:`metric_specs`.
     """
-    index = jnp.asarray(spec.metric_index)
-    values, weights = packed.value[:, index], packed.weight[:, index]
-    if replica_axis is not None:  # the weighted mean over replicas: the same on every one
-        total = jax.lax.psum(values * weights, replica_axis)
-        weights = jax.lax.psum(weights, replica_axis)
-        values = total / jnp.maximum(weights, 1e-30)
+    values, weights = ranking_values(spec, packed, replica_axis)
     valid = (weights > 0) & ran[:, None]
     state = state.replace(
         smoothed=jax.vmap(lambda s, v, ok: push(spec, s, v, ok))(state.smoothed, values, valid)
     )
-    update = runner.update_step.max()
-    any_ran = ran.any()
-    if axis is not None:
-        update = jax.lax.pmax(update, axis)
-        any_ran = jax.lax.pmax(any_ran.astype(jnp.int32), axis) > 0
-    fire = (
-        any_ran
-        & (update % spec.every_updates == 0)
-        & (update >= spec.burn_in_updates)
-        & (update < spec.num_updates)
-    )
+    fire = fires(spec, runner.update_step, ran, axis)
 
     def skip(state, runner):
         local = state.parent.shape[0]
@@ -590,10 +581,51 @@ def population_step(
         fire, lambda s, r: exploit_explore(spec, s, r, axis), skip, state, copied
     )
     runner = copied.replace(match=runner.match, key=runner.key)
+    return state, runner, step_metrics(spec, state, runner, event, fire, ran)
+
+
+def ranking_values(
+    spec: PBTSpec, packed: Scalar, replica_axis: str | None
+) -> tuple[jax.Array, jax.Array]:
+    """``(values, weights)`` ``[R_local, K]``: this update's ranking metrics, their weighted
+    mean over ``replica_axis`` when set (the same on every replica)."""
+    index = jnp.asarray(spec.metric_index)
+    values, weights = packed.value[:, index], packed.weight[:, index]
+    if replica_axis is not None:
+        total = jax.lax.psum(values * weights, replica_axis)
+        weights = jax.lax.psum(weights, replica_axis)
+        values = total / jnp.maximum(weights, 1e-30)
+    return values, weights
+
+
+def fires(spec: PBTSpec, update_step: jax.Array, ran: jax.Array, axis: str | None) -> jax.Array:
+    """() bool: PBT exploits and explores after this update (the same on every device)."""
+    update = update_step.max()
+    any_ran = ran.any()
+    if axis is not None:
+        update = jax.lax.pmax(update, axis)
+        any_ran = jax.lax.pmax(any_ran.astype(jnp.int32), axis) > 0
+    return (
+        any_ran
+        & (update % spec.every_updates == 0)
+        & (update >= spec.burn_in_updates)
+        & (update < spec.num_updates)
+    )
+
+
+def step_metrics(
+    spec: PBTSpec,
+    state: PBTState,
+    runner: Any,
+    event: PBTEvent,
+    fire: jax.Array,
+    ran: jax.Array,
+) -> dict[str, Scalar]:
+    """The declared metrics (:func:`metric_specs`) of one population step, per member."""
     weight = ran.astype(jnp.float32)
     of = lambda x: Scalar(value=jnp.asarray(x, jnp.float32), weight=weight)  # noqa: E731
     first = jax.vmap(lambda s: score(spec, s))(state.smoothed)[:, 0]
-    metrics = {
+    return {
         "pbt/parent": of(state.parent),
         "pbt/generation": of(state.generation),
         "pbt/replaced": of(event.replaced),
@@ -601,7 +633,6 @@ def population_step(
         "pbt/score": of(first),
         **{tag: of(value) for tag, value in value_tags(runner.hyper).items()},
     }
-    return state, runner, metrics
 
 
 def metric_specs(hyper: Hyper) -> tuple[MetricSpec, ...]:

@@ -252,10 +252,7 @@ def make_setup(config: Config) -> Setup:
     dtype = compute_dtype(config.precision)
     network = make_network(config, env, obs_shape, action_dim, discrete, dtype)
     names = outcome_names(env, env_params)
-    if layout.selfplay and not all(name in names for name in RESULT_NAMES):
-        raise ValueError(
-            f"self-play needs {config.env.name} to report win/draw/loss in info['episode_outcome']"
-        )
+    check_results_reported(config, layout, names)
     policy = PolicySpec(network=network, discrete=discrete, normalize_obs=config.env.normalize_obs)
     context = BuildContext(
         config=config, layout=layout, env=env, env_params=env_params, outcome_names=names
@@ -300,6 +297,14 @@ def make_setup(config: Config) -> Setup:
         hyper=base_hyper(config),
     )
     return with_outer_features(setup)
+
+
+def check_results_reported(config: Config, layout: Layout, names: tuple[str, ...]) -> None:
+    """Self-play needs the env's ``info["episode_outcome"]`` to hold win/draw/loss."""
+    if layout.selfplay and not all(name in names for name in RESULT_NAMES):
+        raise ValueError(
+            f"self-play needs {config.env.name} to report win/draw/loss in info['episode_outcome']"
+        )
 
 
 def with_outer_features(setup: Setup) -> Setup:
