@@ -69,14 +69,17 @@ class StepSpec:
     max_nonfinite_updates: int  # the step idles after this many non-finite updates in a row
     sequence_length: int  # L: steps per training sequence (T without a recurrent core)
     normalize_obs: bool  # the learner normalises observations with running moments
+    num_steps: int  # T: steps per rollout
+    rollout_chunk: int  # steps per chunk whose start hidden state is kept (T without a core)
+    reward_scale: float  # training rewards are the env's times this
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Setup:
     """The built run: static pieces the compiled step closes over; hashed by identity.
 
-    ``config`` is kept for the host side (summary, loggers, evaluation); the compiled step
-    reads ``step`` instead.
+    ``config`` is kept for the host side (summary, loggers, evaluation, the builders); the
+    compiled step reads ``step`` and the narrow specs instead, never ``config``.
     """
 
     config: Config
@@ -104,28 +107,26 @@ class Setup:
     learner_features: tuple[LearnerFeature, ...] = ()  # act after the learner's update
     population_features: tuple[PopulationFeature, ...] = ()  # act on the members [R]
 
-    # What the rollout reads (jaxrl.rollout.RolloutSpec), from the config.
+    # What the rollout reads (jaxrl.rollout.RolloutSpec), from the step spec.
     @property
     def num_steps(self) -> int:
         """``T``: steps per rollout."""
-        return self.config.ppo.num_steps
+        return self.step.num_steps
 
     @property
     def rollout_chunk(self) -> int:
         """Steps per chunk whose start hidden state is kept (``T`` without a core)."""
-        if self.config.network.core == "none":
-            return self.config.ppo.num_steps
-        return self.config.sequence_length
+        return self.step.rollout_chunk
 
     @property
     def normalize_obs(self) -> bool:
         """The learner normalises observations with running moments."""
-        return self.config.env.normalize_obs
+        return self.step.normalize_obs
 
     @property
     def reward_scale(self) -> float:
         """Training rewards are the env's times this."""
-        return self.config.ppo.reward_scale
+        return self.step.reward_scale
 
     @property
     def vmapped_members(self) -> bool:
@@ -392,6 +393,11 @@ def make_step_spec(config: Config) -> StepSpec:
         max_nonfinite_updates=config.train.max_nonfinite_updates,
         sequence_length=config.sequence_length,
         normalize_obs=config.env.normalize_obs,
+        num_steps=config.ppo.num_steps,
+        rollout_chunk=(
+            config.ppo.num_steps if config.network.core == "none" else config.sequence_length
+        ),
+        reward_scale=config.ppo.reward_scale,
     )
 
 
