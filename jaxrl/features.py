@@ -44,6 +44,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 from flax import struct
+from jax.sharding import PartitionSpec
 
 from jaxrl.layout import sum_over_devices
 from jaxrl.match import MatchPlan
@@ -164,8 +165,6 @@ class LearnerFeature(abc.ABC):
         sharded over mesh axis ``axis`` (``lead``: ``(None,)`` for a member axis); default:
         replicated."""
         del lead, axis
-        from jax.sharding import PartitionSpec  # noqa: PLC0415 - only with a mesh
-
         return jax.tree.map(lambda _: PartitionSpec(), state)
 
     def inherit(self, own: Any, parent: Any) -> Any:
