@@ -63,8 +63,9 @@ from jaxrl.logger import (
 )
 from jaxrl.pbt import pbt_spec
 from jaxrl.pbt import summary as pbt_summary
+from jaxrl.runner import init_run
 from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_run, make_train_step
+from jaxrl.train_step import make_train_step
 from jaxrl.types import RunnerState
 
 
