@@ -3,8 +3,9 @@
 A :class:`Feature` (the curriculum, self-play, evaluation lanes, ...) plugs into every
 update at two points and owns everything it needs:
 
-- **state**: ``init`` returns a pytree that lives in ``RunnerState.features[name]``, is
-  carried through the compiled chunk and is saved as its own checkpoint item ``name``;
+- **state**: ``init`` returns a pytree container (a struct or a dict: Orbax saves no bare
+  array as an item) that lives in ``RunnerState.features[name]``, is carried through the
+  compiled chunk and is saved as its own checkpoint item ``name``;
 - **plan**: before the rollout, ``plan(state, plan)`` edits the :class:`MatchPlan` the
   update plays under (env params per env, opponents, sides, per-env feature switches);
   features run one after another, each on the previous one's plan, in the order that
@@ -195,7 +196,9 @@ class PopulationFeature(abc.ABC):
     def after_members(
         self, state: Any, members: Any, ran: jax.Array, packed: Scalar, replica_axis: str | None
     ) -> tuple[Any, Any, dict[str, Scalar]]:
-        """``(state, members, metrics)`` after every member's update.
+        """``(state, members, metrics)`` after every member's update; ``metrics`` holds one
+        Scalar per declared tag with value and weight ``[R]`` (weight 0 for a member that
+        did not train).
 
         Args:
           members: the members' RunnerState (leaves ``[R, ...]``), without this state.
