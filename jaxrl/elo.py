@@ -210,32 +210,11 @@ def _newton_fit(
     tol_nat = tol * _NAT_PER_ELO
     log_lik = _log_likelihood(theta, points)
     for _ in range(max_iter):
-        p = 0.5 * (1.0 + np.tanh(0.5 * (theta[:, :, None] - theta[:, None, :])))  # p_ij
-        gradient = (points - games * p).sum(axis=-1)
-        weights = games * p * (1.0 - p)
-        laplacian = np.eye(p.shape[-1]) * weights.sum(axis=-1)[:, None, :] - weights
-        step = np.zeros_like(theta)
-        grounded = laplacian[:, free[:, None], free]  # [B, P - 1, P - 1]
-        step[:, free] = np.linalg.solve(grounded, gradient[:, free, None])[..., 0]
+        step, gradient = _newton_step(theta, points, games, free)
         # A step already below tolerance is taken whole: near the optimum the likelihood
         # change is at round-off level and cannot guide a line search.
         converged = np.abs(step).max(axis=-1) < tol_nat
-        scale = np.ones(theta.shape[0])
-        # Slack for the summation error of the log-likelihood, so that steps of a size near
-        # convergence are not rejected for noise.
-        round_off = 1e3 * np.finfo(np.float64).eps * (np.abs(log_lik) + 1.0)
-        slope = (gradient * step).sum(axis=-1)  # >= 0: step is an ascent direction
-        for _ in range(_MAX_HALVINGS):
-            candidate = theta + scale[:, None] * step
-            candidate_log_lik = _log_likelihood(candidate, points)
-            gain = candidate_log_lik - log_lik - 1e-4 * scale * slope
-            accepted = converged | (gain >= -round_off)
-            if accepted.all():
-                break
-            scale = np.where(accepted, scale, 0.5 * scale)
-        # A sample whose line search failed (round-off only) keeps its ratings.
-        theta = np.where(accepted[:, None], candidate, theta)
-        log_lik = np.where(accepted, candidate_log_lik, log_lik)
+        theta, log_lik = _line_search(theta, log_lik, step, gradient, points, converged)
         if converged.all():
             return theta
     warnings.warn(
@@ -244,6 +223,49 @@ def _newton_fit(
         stacklevel=3,
     )
     return theta
+
+
+def _newton_step(
+    theta: np.ndarray, points: np.ndarray, games: np.ndarray, free: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(step, gradient)`` ``[B, P]``: the Newton step on the free ratings (0 at the anchor)
+    and the log-likelihood's gradient."""
+    p = 0.5 * (1.0 + np.tanh(0.5 * (theta[:, :, None] - theta[:, None, :])))  # p_ij
+    gradient = (points - games * p).sum(axis=-1)
+    weights = games * p * (1.0 - p)
+    laplacian = np.eye(p.shape[-1]) * weights.sum(axis=-1)[:, None, :] - weights
+    step = np.zeros_like(theta)
+    grounded = laplacian[:, free[:, None], free]  # [B, P - 1, P - 1]
+    step[:, free] = np.linalg.solve(grounded, gradient[:, free, None])[..., 0]
+    return step, gradient
+
+
+def _line_search(
+    theta: np.ndarray,
+    log_lik: np.ndarray,
+    step: np.ndarray,
+    gradient: np.ndarray,
+    points: np.ndarray,
+    converged: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(theta, log_lik)`` after a backtracking (Armijo) step along ``step`` per sample;
+    a converged sample takes its step whole, and one whose search fails (round-off only)
+    keeps its ratings."""
+    scale = np.ones(theta.shape[0])
+    # Slack for the summation error of the log-likelihood, so that steps of a size near
+    # convergence are not rejected for noise.
+    round_off = 1e3 * np.finfo(np.float64).eps * (np.abs(log_lik) + 1.0)
+    slope = (gradient * step).sum(axis=-1)  # >= 0: step is an ascent direction
+    for _ in range(_MAX_HALVINGS):
+        candidate = theta + scale[:, None] * step
+        candidate_log_lik = _log_likelihood(candidate, points)
+        gain = candidate_log_lik - log_lik - 1e-4 * scale * slope
+        accepted = converged | (gain >= -round_off)
+        if accepted.all():
+            break
+        scale = np.where(accepted, scale, 0.5 * scale)
+    theta = np.where(accepted[:, None], candidate, theta)
+    return theta, np.where(accepted, candidate_log_lik, log_lik)
 
 
 def _check_results(
@@ -313,6 +335,32 @@ def fit_elo(
     return anchor_elo + theta / _NAT_PER_ELO
 
 
+def _pair_outcomes(
+    wins: np.ndarray, draws: np.ndarray, rows: np.ndarray, cols: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(num_games [M] int64, probs [M, 3])``: the games of each pair ``i < j`` and the
+    observed frequencies of (i wins, draw, j wins)."""
+    counts = np.stack([wins[rows, cols], draws[rows, cols], wins[cols, rows]], axis=-1)
+    counts = np.rint(counts).astype(np.int64)
+    num_games = counts.sum(axis=-1)
+    # Pairs without games get a dummy distribution; multinomial(0, .) draws nothing anyway.
+    probs = np.where(num_games[:, None] > 0, counts / np.maximum(num_games, 1)[:, None], 1.0 / 3)
+    return num_games, probs
+
+
+def _result_matrices(
+    drawn: np.ndarray, rows: np.ndarray, cols: np.ndarray, num_players: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(wins, draws)`` ``[S, P, P]`` of ``S`` samples of pair outcomes ``drawn [S, M, 3]``."""
+    size = drawn.shape[0]
+    sample_wins = np.zeros((size, num_players, num_players))
+    sample_draws = np.zeros((size, num_players, num_players))
+    sample_wins[:, rows, cols] = drawn[..., 0]
+    sample_wins[:, cols, rows] = drawn[..., 2]
+    sample_draws[:, rows, cols] = sample_draws[:, cols, rows] = drawn[..., 1]
+    return sample_wins, sample_draws
+
+
 def bootstrap_elo(
     wins: ArrayLike,
     draws: ArrayLike,
@@ -352,13 +400,7 @@ def bootstrap_elo(
     wins, draws = _check_results(wins, draws, anchor, prior_games)
     num_players = wins.shape[0]
     rows, cols = np.triu_indices(num_players, k=1)
-    # Outcomes of each pair i < j, [M, 3]: (i wins, draw, j wins).
-    counts = np.stack([wins[rows, cols], draws[rows, cols], wins[cols, rows]], axis=-1)
-    counts = np.rint(counts).astype(np.int64)
-    num_games = counts.sum(axis=-1)
-    # Pairs without games get a dummy distribution; multinomial(0, .) draws nothing anyway.
-    probs = np.where(num_games[:, None] > 0, counts / np.maximum(num_games, 1)[:, None], 1.0 / 3)
-
+    num_games, probs = _pair_outcomes(wins, draws, rows, cols)
     points, games = _points_and_games(wins, draws, anchor, prior_games)
     theta_fit = _newton_fit(
         points[None], games[None], anchor, np.zeros((1, num_players)), 100, 1e-6
@@ -368,11 +410,7 @@ def bootstrap_elo(
     for start in range(0, samples, _BOOTSTRAP_CHUNK):
         size = min(_BOOTSTRAP_CHUNK, samples - start)
         drawn = rng.multinomial(num_games, probs, size=(size, len(num_games))).astype(np.float64)
-        sample_wins = np.zeros((size, num_players, num_players))
-        sample_draws = np.zeros((size, num_players, num_players))
-        sample_wins[:, rows, cols] = drawn[..., 0]
-        sample_wins[:, cols, rows] = drawn[..., 2]
-        sample_draws[:, rows, cols] = sample_draws[:, cols, rows] = drawn[..., 1]
+        sample_wins, sample_draws = _result_matrices(drawn, rows, cols, num_players)
         points, games = _points_and_games(sample_wins, sample_draws, anchor, prior_games)
         theta0 = np.broadcast_to(theta_fit, (size, num_players))
         theta = _newton_fit(points, games, anchor, theta0, 100, 1e-6)

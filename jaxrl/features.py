@@ -3,8 +3,9 @@
 A :class:`Feature` (the curriculum, self-play, evaluation lanes, ...) plugs into every
 update at two points and owns everything it needs:
 
-- **state**: ``init`` returns a pytree that lives in ``RunnerState.features[name]``, is
-  carried through the compiled chunk and is saved as its own checkpoint item ``name``;
+- **state**: ``init`` returns a pytree container (a struct or a dict: Orbax saves no bare
+  array as an item) that lives in ``RunnerState.features[name]``, is carried through the
+  compiled chunk and is saved as its own checkpoint item ``name``;
 - **plan**: before the rollout, ``plan(state, plan)`` edits the :class:`MatchPlan` the
   update plays under (env params per env, opponents, sides, per-env feature switches);
   features run one after another, each on the previous one's plan, in the order that
@@ -19,18 +20,32 @@ update at two points and owns everything it needs:
 
 The train step knows none of the features by name: it folds ``plan`` over them, calls
 ``after_update`` on each, and reduces and logs whatever they declared.
+
+Two sibling interfaces, declared the same way, serve what acts above one member's update:
+
+- a :class:`LearnerFeature` (the league's exploiters) owns learners of its own: after the
+  learner's whole update it reads the runner before and after, trains its own runners with
+  the step's functions (:class:`LearnerOps`, handed in, so no feature imports the step) and
+  may edit the learner's runner (a hand-off into the league's pool);
+- a :class:`PopulationFeature` (population-based training) acts on the members ``[R]``
+  after every member's update: its state is carried beside theirs and it may rewrite
+  theirs (a child copies its parent).
+
+Both keep their state in ``RunnerState.features[name]`` and checkpoint it as item ``name``,
+declare their metrics once, and are called by the step in the order the run lists them.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
 from flax import struct
+from jax.sharding import PartitionSpec
 
 from jaxrl.layout import sum_over_devices
 from jaxrl.match import MatchPlan
@@ -97,6 +112,104 @@ class Feature(abc.ABC):
     @abc.abstractmethod
     def metric_specs(self) -> tuple[MetricSpec, ...]:
         """The metrics ``after_update`` returns, declared once."""
+
+    def summary(self, state: Any) -> list[str]:
+        """Lines for the run summary (default: none)."""
+        del state
+        return []
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LearnerOps:
+    """The train step's functions on one learner's runner, handed to a :class:`LearnerFeature`
+    that trains learners of its own (a feature never imports the step)."""
+
+    update: Callable[..., Any]  # (setup, runner) -> (RunnerState, packed metrics Scalar [M])
+    metric_specs: Callable[..., tuple[MetricSpec, ...]]  # (setup) -> what update packs
+
+
+class LearnerFeature(abc.ABC):
+    """A feature that acts after the learner's whole update and may edit its runner.
+
+    Its state lives in ``RunnerState.features[name]`` (its checkpoint item ``name``).
+    """
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def init(
+        self, init_learner: Callable[..., Any], key: jax.Array, hyper: Any, params: Any
+    ) -> Any:
+        """The feature's state at the start of a run seeded by ``key`` (the member's key);
+        ``init_learner(setup, key, hyper, params)`` is the step's fresh runner state."""
+
+    @abc.abstractmethod
+    def after_learner(
+        self, ops: LearnerOps, before: Any, after: Any
+    ) -> tuple[Any, dict[str, Scalar]]:
+        """``(after, metrics)``: the learner's runner once the feature has acted, given the
+        runner as the update began (``before``) and after it (``after``, the feature's state
+        still as in ``before``), and one Scalar per declared metric."""
+
+    @abc.abstractmethod
+    def metric_specs(self) -> tuple[MetricSpec, ...]:
+        """The metrics ``after_learner`` returns, declared once."""
+
+    def without_mesh(self, local: Callable[[Any], Any]) -> LearnerFeature:
+        """This feature with every setup of its own as ``local(setup)`` makes it (one
+        device's env batch, outside any mesh axis); default: itself."""
+        del local
+        return self
+
+    def partition(self, state: Any, lead: tuple, axis: str | None) -> Any:
+        """Partition specs of the feature's state (shapes ``state``) when the env batch is
+        sharded over mesh axis ``axis`` (``lead``: ``(None,)`` for a member axis); default:
+        replicated."""
+        del lead, axis
+        return jax.tree.map(lambda _: PartitionSpec(), state)
+
+    def inherit(self, own: Any, parent: Any) -> Any:
+        """A PBT child's state of this feature (one member's rows): default, its parent's."""
+        del own
+        return parent
+
+    def summary(self, state: Any) -> list[str]:
+        """Lines for the run summary (default: none)."""
+        del state
+        return []
+
+
+class PopulationFeature(abc.ABC):
+    """A feature that acts on every member ``[R]`` after every member's update (PBT).
+
+    Its state (leaves ``[R, ...]``) lives in ``RunnerState.features[name]``; the members'
+    update never sees it.
+    """
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def init(self, seeds: Sequence[int]) -> Any:
+        """The state of every member (leaves ``[R, ...]``) of the members seeded ``seeds``."""
+
+    @abc.abstractmethod
+    def after_members(
+        self, state: Any, members: Any, ran: jax.Array, packed: Scalar, replica_axis: str | None
+    ) -> tuple[Any, Any, dict[str, Scalar]]:
+        """``(state, members, metrics)`` after every member's update; ``metrics`` holds one
+        Scalar per declared tag with value and weight ``[R]`` (weight 0 for a member that
+        did not train).
+
+        Args:
+          members: the members' RunnerState (leaves ``[R, ...]``), without this state.
+          ran: bool [R], the member trained in this update.
+          packed: Scalar [R, M], the update's metrics packed in the members' declared order.
+          replica_axis: the mesh axis the members are replicated over, or None.
+        """
+
+    @abc.abstractmethod
+    def metric_specs(self, hyper: Any) -> tuple[MetricSpec, ...]:
+        """The metrics ``after_members`` returns for members whose values are ``hyper``."""
 
     def summary(self, state: Any) -> list[str]:
         """Lines for the run summary (default: none)."""

@@ -9,7 +9,10 @@ The values a sweep (or population-based training, :mod:`jaxrl.pbt`) may vary per
 array leaves of :class:`Hyper`, carried in the runner state, so every member traces the same
 function: no recompile per value. They are addressed by their config key:
 
-- ``ppo.<field>`` for the PPO hyperparameters (``ppo.lr``, ``ppo.ent_coef``, ...);
+- ``ppo.<field>`` for the PPO member values (``ppo.lr``, ``ppo.ent_coef``, ...): the fields
+  ``jaxrl/config/ppo.py`` declares with ``member_value``. :class:`Hyper` has one leaf per
+  such field, derived from that one declaration, so a new loss coefficient is a field there
+  and its use in the loss (``hp.values.<name>``), and sweeps and PBT take it as they are;
 - ``env.kwargs.<path>`` for a numeric scalar array leaf of the env's ``EnvParams``, e.g.
   ``env.kwargs.reward.touch``. :func:`member_env_params` writes the member's values into the
   env params the member's rollouts play under, so a sweep over a reward weight is one compile
@@ -26,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxrl.config.ppo import MEMBER_VALUES
+
 if TYPE_CHECKING:
     from jaxrl.config import Config
 
@@ -33,19 +38,31 @@ ENV_PREFIX = "env.kwargs."  # config keys of env parameters: env.kwargs.<path in
 KINDS = ("float", "int", "bool")  # what an env leaf holds (ppo values are all float)
 
 
-class Hyper(struct.PyTreeNode):
-    """The traced per-member values of one member (float32 scalars)."""
+def _hyper_class() -> type:
+    """The :class:`Hyper` pytree: a frozen flax struct with one float32 leaf per PPO member
+    value (``jaxrl.config.ppo.MEMBER_VALUES``, in declaration order), then ``env``.
 
-    lr: jax.Array  # Adam learning rate before annealing
-    ent_coef: jax.Array  # entropy bonus weight
-    clip_eps: jax.Array  # ratio (and value) clip
-    gamma: jax.Array  # discount
-    gae_lambda: jax.Array  # GAE lambda
-    vf_coef: jax.Array  # value loss weight
-    # {path in EnvParams (reward.touch): () float32}: the env parameters that vary per
-    # member (swept or explored by PBT); empty otherwise, so runs without them keep the
-    # runner state (and checkpoints) they always had.
-    env: dict = struct.field(default_factory=dict)
+    Built once at import from that static declaration (never from a run's config), so the
+    leaves, their checkpoint paths (``hyper.lr``, ...) and attribute access are those of a
+    hand-written struct, and a new member value needs no edit here.
+    """
+    annotations = {name: jax.Array for name in MEMBER_VALUES}
+    annotations["env"] = dict
+    namespace = {
+        "__annotations__": annotations,
+        "__doc__": "The traced per-member values of one member (float32 scalars ``()``, or "
+        "``[R]`` stacked): the PPO member values by name, then ``env``.",
+        "__module__": __name__,
+        "__qualname__": "Hyper",
+        # {path in EnvParams (reward.touch): () float32}: the env parameters that vary per
+        # member (swept or explored by PBT); empty otherwise, so runs without them keep the
+        # runner state (and checkpoints) they always had.
+        "env": struct.field(default_factory=dict),
+    }
+    return struct.dataclass(type("Hyper", (), namespace))
+
+
+Hyper = _hyper_class()
 
 
 # ppo.<field> -> Hyper field (the same names as config.SWEEPABLE; a test keeps them equal).
@@ -204,7 +221,6 @@ def base_hyper(config: Config) -> Hyper:
     Every env parameter that varies per member (swept, or explored by PBT) gets an entry in
     ``Hyper.env``, so every runner state of the run has the same structure.
     """
-    ppo = config.ppo
     value = lambda x: np.float32(x)  # noqa: E731
     env = {}
     keys = varied_env_keys(config)
@@ -215,15 +231,7 @@ def base_hyper(config: Config) -> Hyper:
 
         _, env_params = envs.make(config.env.name, **config.env.kwargs)
         env = {env_path(key): value(get_path(env_params, env_path(key))) for key in keys}
-    return Hyper(
-        lr=value(ppo.lr),
-        ent_coef=value(ppo.ent_coef),
-        clip_eps=value(ppo.clip_eps),
-        gamma=value(ppo.gamma),
-        gae_lambda=value(ppo.gae_lambda),
-        vf_coef=value(ppo.vf_coef),
-        env=env,
-    )
+    return Hyper(**{name: value(getattr(config.ppo, name)) for name in MEMBER_VALUES}, env=env)
 
 
 def make_members(config: Config) -> Members:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -15,11 +16,11 @@ from jaxrl.types import LossMetrics, RunningStats
 
 
 class LossHyperparams(struct.PyTreeNode):
-    """Loss settings: coefficients (traced: a sweep varies them) and static switches."""
+    """Loss settings: the member's values (traced: sweeps and PBT vary them) and switches."""
 
-    clip_eps: jax.Array  # () float32 ratio (and value) clip
-    vf_coef: jax.Array  # () float32 value loss weight
-    ent_coef: jax.Array  # () float32 entropy bonus weight
+    # jaxrl.hyper.Hyper: () float32 leaves; the loss reads clip_eps (ratio and value clip),
+    # vf_coef (value loss weight) and ent_coef (entropy bonus weight) by name
+    values: Any
     clip_value: bool = struct.field(pytree_node=False)
     normalize_advantages: bool = struct.field(pytree_node=False)
     masked: bool = struct.field(pytree_node=False, default=False)  # multi-agent: mask slots
@@ -54,7 +55,8 @@ def ppo_loss(
     ``loss = policy_loss + vf_coef * value_loss - ent_coef * entropy`` with
     ``policy_loss = -E[min(r A, clip(r, 1-eps, 1+eps) A)]`` and
     ``value_loss = 0.5 E[max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2)]``
-    (the unclipped square alone when ``clip_value`` is off). All float32.
+    (the unclipped square alone when ``clip_value`` is off). All float32; the coefficients
+    are ``hp.values``'.
 
     ``obs_stats``: the rollout's normaliser moments per step (leaves ``[T, *obs_shape]``);
     raw ``batch.obs`` are normalised with the moments of their ``batch.step``. None: the
@@ -63,24 +65,12 @@ def ppo_loss(
     Returns:
       ``(loss (), LossMetrics)``.
     """
+    coef = hp.values
     obs = batch.obs if obs_stats is None else normalize_steps(obs_stats, batch.step, batch.obs)
     _, policy_params, value = network.apply(params, batch.hidden, obs, batch.is_first)
     dist = make_distribution(policy_params, discrete)
     log_prob = dist.log_prob(batch.action)
-    # Data-parallel: each device holds a slice of the minibatch. Means divide local sums by
-    # the global count, so the loss, its gradient and the metrics are this device's share of
-    # the global mean: the train step sums them over devices.
-    total = (lambda x: jax.lax.psum(x, hp.axis)) if hp.axis else (lambda x: x)  # noqa: E731
-    if hp.masked:
-        # Empty agent slots of multi-agent envs count for nothing.
-        weight = batch.mask.astype(jnp.float32)
-        count = jnp.maximum(total(weight.sum()), 1.0)
-        mean = lambda x: (x * weight).sum() / count  # noqa: E731
-    elif hp.axis:
-        count = total(jnp.asarray(batch.advantage.size, jnp.float32))
-        mean = lambda x: x.sum() / count  # noqa: E731
-    else:
-        mean = jnp.mean
+    total, mean = reducers(hp, batch)
     entropy = mean(dist.entropy())
 
     advantage = batch.advantage
@@ -92,16 +82,11 @@ def ppo_loss(
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)
     surrogate = ratio * advantage
-    clipped_surrogate = jnp.clip(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps) * advantage
+    clipped_surrogate = jnp.clip(ratio, 1.0 - coef.clip_eps, 1.0 + coef.clip_eps) * advantage
     policy_loss = -mean(jnp.minimum(surrogate, clipped_surrogate))
 
-    value_error = jnp.square(value - batch.target)
-    if hp.clip_value:
-        clipped_value = batch.value + jnp.clip(value - batch.value, -hp.clip_eps, hp.clip_eps)
-        value_error = jnp.maximum(value_error, jnp.square(clipped_value - batch.target))
-    value_loss = 0.5 * mean(value_error)
-
-    loss = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+    value_loss = 0.5 * mean(value_error(hp, value, batch))
+    loss = policy_loss + coef.vf_coef * value_loss - coef.ent_coef * entropy
     metrics = LossMetrics(
         total_loss=loss,
         policy_loss=policy_loss,
@@ -109,7 +94,39 @@ def ppo_loss(
         entropy=entropy,
         approx_kl=jax.lax.stop_gradient(mean((ratio - 1.0) - log_ratio)),
         clip_fraction=jax.lax.stop_gradient(
-            mean((jnp.abs(ratio - 1.0) > hp.clip_eps).astype(jnp.float32))
+            mean((jnp.abs(ratio - 1.0) > coef.clip_eps).astype(jnp.float32))
         ),
     )
     return loss, metrics
+
+
+def value_error(hp: LossHyperparams, value: jax.Array, batch: Minibatch) -> jax.Array:
+    """``[L, N]`` float32: ``(V - R)^2``, or with ``clip_value`` the larger of it and the
+    square error of the old value moved at most ``clip_eps`` towards the new one."""
+    error = jnp.square(value - batch.target)
+    if not hp.clip_value:
+        return error
+    clip_eps = hp.values.clip_eps
+    clipped_value = batch.value + jnp.clip(value - batch.value, -clip_eps, clip_eps)
+    return jnp.maximum(error, jnp.square(clipped_value - batch.target))
+
+
+def reducers(
+    hp: LossHyperparams, batch: Minibatch
+) -> tuple[Callable[[jax.Array], jax.Array], Callable[[jax.Array], jax.Array]]:
+    """``(total, mean)``: the sum over devices, and the mean over the minibatch's samples.
+
+    Data-parallel: each device holds a slice of the minibatch. Means divide local sums by
+    the global count, so the loss, its gradient and the metrics are this device's share of
+    the global mean: the train step sums them over devices. Multi-agent (``hp.masked``):
+    empty agent slots count for nothing.
+    """
+    total = (lambda x: jax.lax.psum(x, hp.axis)) if hp.axis else (lambda x: x)  # noqa: E731
+    if hp.masked:
+        weight = batch.mask.astype(jnp.float32)
+        count = jnp.maximum(total(weight.sum()), 1.0)
+        return total, lambda x: (x * weight).sum() / count
+    if hp.axis:
+        count = total(jnp.asarray(batch.advantage.size, jnp.float32))
+        return total, lambda x: x.sum() / count
+    return total, jnp.mean

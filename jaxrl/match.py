@@ -18,14 +18,14 @@ actors) and an opponent drives the other team. Who the opponent is, per env, is 
   "random": 2}``) at full skill;
 - ``NETWORK``: the current policy for the league's ``latest`` envs (computed in the
   learner's own forward pass), a pool snapshot for the pool lanes (one vmapped pass over
-  lanes, each with its snapshot's params and normaliser); see :mod:`jaxrl.league.lanes`.
+  lanes, each with its snapshot's params and normaliser); see :mod:`jaxrl.opponents`.
 
 Both teams see the same mirrored egocentric observation, so any policy plays either side.
 
 A two-team step is four small pure functions: :func:`learner_pass` (the learner's rows and
 the current-policy opponents' rows in one forward pass), :func:`opponent_actions` (scripted
 and network opponents), :func:`step_envs` (one vmapped env step) and the league's bookkeeping
-(:func:`jaxrl.league.lanes.bookkeeping`: the pool lanes' results and next draws).
+(:func:`jaxrl.opponents.bookkeeping`: the pool lanes' results and next draws).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxrl import opponents
 from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act
 from jaxrl.layout import Layout, shard_rows
-from jaxrl.league import lanes as league_lanes
-from jaxrl.league.lanes import LaneCarry, LeagueTally
+from jaxrl.opponents import LaneCarry, LeagueTally
 
 FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
 NETWORK = -2  # opponent (or learner) kind: a network
@@ -236,7 +236,7 @@ def start_matches(
         obs=_rows(team_rows(obs, side, own=False)),
         is_first=jnp.ones((num_envs * size,), bool),
         hidden_latest=policy_hidden(layout.latest_envs * size),
-        lanes=league_lanes.start_lanes(layout, policy_hidden),
+        lanes=opponents.start_lanes(layout, policy_hidden),
     )
     return MatchCarry(
         env_state=env_state,
@@ -477,8 +477,8 @@ def opponent_actions(
         hidden_latest = latest.hidden
         latest_action = _env_major(latest.action, size)
     if layout.pool_lanes:
-        rows = league_lanes.pool_rows(layout)
-        lane_action, lane_hidden = league_lanes.lane_actions(
+        rows = opponents.pool_rows(layout)
+        lane_action, lane_hidden = opponents.lane_actions(
             spec.policy,
             layout,
             plan.pool,
@@ -488,7 +488,7 @@ def opponent_actions(
             keys.lanes[: layout.pool_lanes],
         )
         lanes = lanes.replace(hidden=lane_hidden)
-    network = league_lanes.group_actions(layout, layout.total_envs, latest_action, lane_action)
+    network = opponents.group_actions(layout, layout.total_envs, latest_action, lane_action)
     if network is not None:
         action = jnp.where((kind == NETWORK)[:, None], network, action)
     return action.astype(jnp.int32), opp.replace(hidden_latest=hidden_latest, lanes=lanes)
@@ -513,7 +513,7 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         name: team_rows(value, side, own=True)[:, 0].astype(jnp.float32)
         for name, value in step.info.get("episode_outcome", {}).items()
     }
-    lanes, tally, opponent_first = league_lanes.bookkeeping(
+    lanes, tally, opponent_first = opponents.bookkeeping(
         layout, opp.lanes, step.done, kind == NETWORK, outcome, plan.lane_probs, keys.draw
     )
     repeat = lambda x: jnp.repeat(x, size)  # noqa: E731 - [N] -> [N * S]
@@ -552,7 +552,7 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
 
 def empty_tally(spec: MatchSpec) -> LeagueTally | None:
     """The zero of the ``MatchRecord.tally`` a rollout sums over its steps (None: no league)."""
-    return league_lanes.empty_tally(spec.layout) if spec.layout.two_team else None
+    return opponents.empty_tally(spec.layout) if spec.layout.two_team else None
 
 
 def idle_plan(layout: Layout, env_params: Any) -> MatchPlan:

@@ -43,11 +43,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxrl.config.errors import ConfigError
 from jaxrl.config.pbt import PBTConfig
+from jaxrl.features import PopulationFeature
 from jaxrl.hyper import Hyper, get_value, set_value, value_tags
 from jaxrl.metrics import MetricSpec, Scalar
 
 STREAM = 0x50425421  # fold_in constant of the PBT key stream (ASCII "PBT!")
+PBT = "pbt"  # the runner's features entry of PBT's per-member state (and its checkpoint item)
 
 
 # ---- the static spec of a run --------------------------------------------------------------
@@ -88,6 +91,22 @@ class PBTSpec:
     merged_features: tuple[tuple[str, Callable[[Any, Any], Any]], ...] = ()
 
 
+def check_tags(wanted: Sequence[str], tags: Sequence[str]) -> None:
+    """Raises ValueError (one line) for a ranking tag ``wanted`` that is not in ``tags``."""
+    for tag in wanted:
+        if tag not in tags:
+            close = difflib.get_close_matches(tag, tags, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f" (declared: {', '.join(tags)})"
+            raise ValueError(f"pbt.metric: no update metric {tag!r}{hint}")
+
+
+def _padded(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """``(table [H, G] float32, sizes [H] int32)``: each row padded with its last value."""
+    width = max(1, *(len(r) for r in rows))
+    table = [list(r) + [r[-1] if r else 0.0] * (width - len(r)) for r in rows]
+    return np.asarray(table, np.float32), np.asarray([len(r) for r in rows], np.int32)
+
+
 def make_spec(
     config: PBTConfig,
     *,
@@ -110,20 +129,10 @@ def make_spec(
     if not config.enabled:
         return None
     tags = list(metric_tags)
-    for tag in config.metric:
-        if tag not in tags:
-            close = difflib.get_close_matches(tag, tags, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else f" (declared: {', '.join(tags)})"
-            raise ValueError(f"pbt.metric: no update metric {tag!r}{hint}")
-
-    def padded(rows: list[list[float]]) -> tuple[np.ndarray, np.ndarray]:
-        width = max(1, *(len(r) for r in rows))
-        table = [list(r) + [r[-1] if r else 0.0] * (width - len(r)) for r in rows]
-        return np.asarray(table, np.float32), np.asarray([len(r) for r in rows], np.int32)
-
+    check_tags(config.metric, tags)
     bounds = [config.hyperparameters[key] for key in config.keys]
-    grid, grid_size = padded([sorted(set(b.values)) for b in bounds])
-    draws, draw_size = padded(
+    grid, grid_size = _padded([sorted(set(b.values)) for b in bounds])
+    draws, draw_size = _padded(
         [
             sorted(set(b.values or sweep.get(key, ())))
             for key, b in zip(config.keys, bounds, strict=True)
@@ -554,27 +563,12 @@ def population_step(
     Returns:
       ``(state, runner, metrics)``, metrics ``{tag: Scalar [R_local]}`` as :func:`metric_specs`.
     """
-    index = jnp.asarray(spec.metric_index)
-    values, weights = packed.value[:, index], packed.weight[:, index]
-    if replica_axis is not None:  # the weighted mean over replicas: the same on every one
-        total = jax.lax.psum(values * weights, replica_axis)
-        weights = jax.lax.psum(weights, replica_axis)
-        values = total / jnp.maximum(weights, 1e-30)
+    values, weights = ranking_values(spec, packed, replica_axis)
     valid = (weights > 0) & ran[:, None]
     state = state.replace(
         smoothed=jax.vmap(lambda s, v, ok: push(spec, s, v, ok))(state.smoothed, values, valid)
     )
-    update = runner.update_step.max()
-    any_ran = ran.any()
-    if axis is not None:
-        update = jax.lax.pmax(update, axis)
-        any_ran = jax.lax.pmax(any_ran.astype(jnp.int32), axis) > 0
-    fire = (
-        any_ran
-        & (update % spec.every_updates == 0)
-        & (update >= spec.burn_in_updates)
-        & (update < spec.num_updates)
-    )
+    fire = fires(spec, runner.update_step, ran, axis)
 
     def skip(state, runner):
         local = state.parent.shape[0]
@@ -587,10 +581,51 @@ def population_step(
         fire, lambda s, r: exploit_explore(spec, s, r, axis), skip, state, copied
     )
     runner = copied.replace(match=runner.match, key=runner.key)
+    return state, runner, step_metrics(spec, state, runner, event, fire, ran)
+
+
+def ranking_values(
+    spec: PBTSpec, packed: Scalar, replica_axis: str | None
+) -> tuple[jax.Array, jax.Array]:
+    """``(values, weights)`` ``[R_local, K]``: this update's ranking metrics, their weighted
+    mean over ``replica_axis`` when set (the same on every replica)."""
+    index = jnp.asarray(spec.metric_index)
+    values, weights = packed.value[:, index], packed.weight[:, index]
+    if replica_axis is not None:
+        total = jax.lax.psum(values * weights, replica_axis)
+        weights = jax.lax.psum(weights, replica_axis)
+        values = total / jnp.maximum(weights, 1e-30)
+    return values, weights
+
+
+def fires(spec: PBTSpec, update_step: jax.Array, ran: jax.Array, axis: str | None) -> jax.Array:
+    """() bool: PBT exploits and explores after this update (the same on every device)."""
+    update = update_step.max()
+    any_ran = ran.any()
+    if axis is not None:
+        update = jax.lax.pmax(update, axis)
+        any_ran = jax.lax.pmax(any_ran.astype(jnp.int32), axis) > 0
+    return (
+        any_ran
+        & (update % spec.every_updates == 0)
+        & (update >= spec.burn_in_updates)
+        & (update < spec.num_updates)
+    )
+
+
+def step_metrics(
+    spec: PBTSpec,
+    state: PBTState,
+    runner: Any,
+    event: PBTEvent,
+    fire: jax.Array,
+    ran: jax.Array,
+) -> dict[str, Scalar]:
+    """The declared metrics (:func:`metric_specs`) of one population step, per member."""
     weight = ran.astype(jnp.float32)
     of = lambda x: Scalar(value=jnp.asarray(x, jnp.float32), weight=weight)  # noqa: E731
     first = jax.vmap(lambda s: score(spec, s))(state.smoothed)[:, 0]
-    metrics = {
+    return {
         "pbt/parent": of(state.parent),
         "pbt/generation": of(state.generation),
         "pbt/replaced": of(event.replaced),
@@ -598,7 +633,6 @@ def population_step(
         "pbt/score": of(first),
         **{tag: of(value) for tag, value in value_tags(runner.hyper).items()},
     }
-    return state, runner, metrics
 
 
 def metric_specs(hyper: Hyper) -> tuple[MetricSpec, ...]:
@@ -645,3 +679,66 @@ def summary(spec: PBTSpec) -> list[str]:
         f"{smoothing}); explore: {how}",
         f"             {'; '.join(bounds)}",
     ]
+
+
+# ---- the population feature ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class PopulationBasedTraining(PopulationFeature):
+    """PBT as the run's population feature (``features["pbt"]``, its checkpoint item)."""
+
+    name = PBT
+    spec: PBTSpec
+
+    def init(self, seeds: Sequence[int]) -> PBTState:
+        """Every member's state (:func:`init_population`)."""
+        return init_population(self.spec, seeds)
+
+    def after_members(
+        self, state: PBTState, members: Any, ran: jax.Array, packed: Scalar, replica_axis=None
+    ) -> tuple[PBTState, Any, dict[str, Scalar]]:
+        """Smooth, and on schedule exploit and explore (:func:`population_step`)."""
+        return population_step(self.spec, state, members, ran, packed, replica_axis=replica_axis)
+
+    def metric_specs(self, hyper: Hyper) -> tuple[MetricSpec, ...]:
+        """Lineage, events and values (:func:`metric_specs`)."""
+        return metric_specs(hyper)
+
+    def summary(self, state: Any) -> list[str]:
+        """The schedule and bounds (:func:`summary`)."""
+        del state
+        return summary(self.spec)
+
+
+def make_pbt(setup: Any, metric_tags: Sequence[str]) -> PopulationBasedTraining | None:
+    """The run's PBT (None without ``pbt:``) for a built run ``setup`` whose members' update
+    packs ``metric_tags``: a child copies every feature's state, and takes each learner
+    feature's as that feature inherits it.
+
+    Raises:
+      ConfigError: ``pbt.metric`` names a tag no part of the train step declares.
+    """
+    config = setup.config
+    try:
+        spec = make_spec(
+            config.pbt,
+            num_members=setup.members.count,
+            num_updates=config.num_updates,
+            metric_tags=metric_tags,
+            sweep=config.sweep,
+            copied_features=tuple(feature.name for feature in setup.features),
+            max_nonfinite=config.train.max_nonfinite_updates,
+            merged_features=tuple((f.name, f.inherit) for f in setup.learner_features),
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    return None if spec is None else PopulationBasedTraining(spec=spec)
+
+
+def pbt_spec(setup: Any) -> PBTSpec | None:
+    """The PBT spec of a built run (None without PBT), for host-side tools and tests."""
+    for feature in setup.population_features:
+        if isinstance(feature, PopulationBasedTraining):
+            return feature.spec
+    return None

@@ -44,7 +44,8 @@ from jaxrl.match import (
     match_step,
     start_matches,
 )
-from jaxrl.setup import Setup, init_params, make_setup
+from jaxrl.runner import init_params
+from jaxrl.setup import Setup, make_setup
 from jaxrl.types import RunningStats
 
 # ----------------------------------------------------------------------------- policies

@@ -1,7 +1,10 @@
-"""PPO optimisation: epochs of shuffled minibatch steps over one rollout.
+"""PPO optimisation: GAE, training sequences, epochs of shuffled minibatch steps.
 
-The update reads a run through the narrow :class:`UpdateSpec` (network, optimiser, epoch
-and minibatch counts), never the run's whole setup.
+:func:`learn` is the one entry point for "one PPO update on a given trajectory batch": the
+compiled train step calls it after its rollout, and a trainer whose trajectories come from
+elsewhere (a host env) can call it the same way. It reads a run through the narrow
+:class:`LearnSpec` (network, optimiser, epoch and minibatch counts, loss switches, sequence
+length), never the run's whole setup, and imports no feature.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from jaxrl.gae import bootstrap_values, gae
 from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
 from jaxrl.permutation import permutation
-from jaxrl.types import LossMetrics, RunningStats
+from jaxrl.types import LossMetrics, RunningStats, Transition
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -126,3 +130,106 @@ def update_epochs(
         return jax.lax.scan(step, carry, minibatches)
 
     return jax.lax.scan(epoch, state, keys)
+
+
+# ---- one update on a trajectory batch --------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class LearnSpec:
+    """What :func:`learn` needs of a run (static; hashed by identity)."""
+
+    update: UpdateSpec  # network, optimiser, epochs, minibatches
+    loss: LossHyperparams  # the loss's switches (its values are replaced by the member's)
+    sequence_length: int  # L: steps per training sequence (T without a recurrent core)
+    normalize_obs: bool  # observations are normalised with the rollout's per-step moments
+
+
+class Learned(struct.PyTreeNode):
+    """What one PPO update did."""
+
+    state: OptState  # params and optimiser state after the epochs
+    steps: StepMetrics  # leaves [epochs, minibatches]
+    targets: jax.Array  # [T, B] float32 value targets (GAE returns)
+
+
+def make_sequences(length: int, data: Minibatch, start_hidden) -> Minibatch:
+    """Cut ``[T, B, ...]`` rollout data into ``N = B * T / L`` sequences ``[L, N, ...]``.
+
+    Sequence ``c * B + b`` is actor ``b``'s steps ``c*L .. c*L + L - 1``; its hidden state is
+    ``start_hidden[c, b]`` (``start_hidden`` is ``[C, B, ...]``, or ``()`` without a core).
+    Without a core ``L = 1``: every step is its own sequence and minibatches shuffle steps.
+    """
+
+    def cut(x):
+        num_steps, num_envs = x.shape[:2]
+        x = x.reshape((num_steps // length, length, num_envs) + x.shape[2:])
+        x = jnp.swapaxes(x, 0, 1)
+        return x.reshape((length, -1) + x.shape[3:])
+
+    sequences = jax.tree.map(cut, data.replace(hidden=()))
+    hidden = jax.tree.map(lambda h: h.reshape((-1,) + h.shape[2:]), start_hidden)
+    return sequences.replace(hidden=hidden)
+
+
+def training_batch(
+    spec: LearnSpec, traj: Transition, start_hidden, advantages: jax.Array, targets: jax.Array
+) -> Minibatch:
+    """All training sequences of one rollout (``[T, B]`` data with GAE results)."""
+    data = Minibatch(
+        obs=traj.obs,
+        is_first=traj.is_first,
+        hidden=(),
+        action=traj.action,
+        log_prob=traj.log_prob,
+        value=traj.value,
+        advantage=advantages,
+        target=targets,
+        mask=traj.mask,
+        step=None,
+    )
+    if spec.normalize_obs:  # which step's moments normalise each observation
+        num_steps, num_rows = traj.is_first.shape
+        steps = jnp.arange(num_steps, dtype=jnp.int32)[:, None]
+        data = data.replace(step=jnp.broadcast_to(steps, (num_steps, num_rows)))
+    return make_sequences(spec.sequence_length, data, start_hidden)
+
+
+def learn(
+    spec: LearnSpec,
+    state: OptState,
+    hyper: Any,
+    traj: Transition,
+    start_hidden: Any,
+    last_value: jax.Array,
+    key: jax.Array,
+    step_stats: RunningStats | None = None,
+) -> Learned:
+    """One PPO update on a given trajectory batch: GAE, sequences, the epochs.
+
+    Args:
+      spec: the run's :class:`LearnSpec`.
+      state: params and optimiser state before the update.
+      hyper: the member's ``jaxrl.hyper.Hyper`` (gamma, gae_lambda, lr, loss coefficients).
+      traj: ``Transition`` leaves ``[T, B, ...]``, time-major; ``obs`` raw.
+      start_hidden: ``[T // L, B, ...]`` the core's state at the start of every sequence
+        (``()`` without a core).
+      last_value: ``[B]`` float32, the value of the observation after the last step.
+      key: the epochs' shuffling key.
+      step_stats: the normaliser's moments per rollout step (leaves ``[T, *obs_shape]``) when
+        ``spec.normalize_obs``, else None.
+    """
+    next_values = bootstrap_values(traj.value, last_value, traj.final_value, traj.truncated)
+    advantages, targets = gae(
+        traj.reward,
+        traj.value,
+        next_values,
+        traj.terminated,
+        traj.truncated,
+        hyper.gamma,
+        hyper.gae_lambda,
+    )
+    batch = training_batch(spec, traj, start_hidden, advantages, targets)
+    loss = spec.loss.replace(values=hyper)
+    state, steps = update_epochs(spec.update, loss, hyper.lr, state, batch, key, step_stats)
+    return Learned(state=state, steps=steps, targets=targets)

@@ -1,9 +1,12 @@
-"""Builds the static pieces of a run (env, network, optimizer, features) from a :class:`Config`.
+"""Builds a run from a :class:`Config`: env, network, optimizer, features (one direction).
 
-The :class:`Setup` is what the train step closes over. The PPO core never sees it whole: the
-update gets its :class:`~jaxrl.ppo.UpdateSpec` and the rollout reads the few properties of
-:class:`~jaxrl.rollout.RolloutSpec`. The features come from :data:`FEATURE_BUILDERS`, in the
-order their own declarations imply (:func:`jaxrl.features.order_features`).
+``config -> make_setup -> Setup -> jaxrl.runner / jaxrl.train_step``: the :class:`Setup` is
+the built run the train step closes over; nothing it builds calls back into the step. The
+compiled step reads the config only through the narrow :class:`StepSpec`; the PPO core never
+sees the setup whole (the update gets its :class:`~jaxrl.ppo.UpdateSpec`, the rollout the few
+properties of :class:`~jaxrl.rollout.RolloutSpec`). The features come from the three builder
+lists below: per-member features in the order their own declarations imply
+(:func:`jaxrl.features.order_features`), then learner features, then population features.
 """
 
 from __future__ import annotations
@@ -23,36 +26,68 @@ from envs import protocols
 from jaxrl import prng
 from jaxrl.acting import PolicySpec
 from jaxrl.config import Config, ConfigError
-from jaxrl.curriculum import CurriculumSpec, make_curriculum, stage_params
+from jaxrl.curriculum import CurriculumSpec, make_curriculum
 from jaxrl.eval_lanes import make_eval_lanes
-from jaxrl.features import BuildContext, Feature, order_features
-from jaxrl.hyper import Members, make_members
+from jaxrl.features import (
+    BuildContext,
+    Feature,
+    LearnerFeature,
+    PopulationFeature,
+    order_features,
+)
+from jaxrl.hyper import Hyper, Members, base_hyper, make_members
 from jaxrl.layout import DATA_AXIS, Layout, make_layout
-from jaxrl.league import exploiters as league_exploiters
-from jaxrl.league.feature import SelfPlay, make_selfplay
+from jaxrl.league.exploiters import make_exploiters
+from jaxrl.league.feature import make_selfplay
 from jaxrl.league.groups import group_sizes
-from jaxrl.league.lanes import RESULT_NAMES
 from jaxrl.losses import LossHyperparams
 from jaxrl.match import MatchSpec
+from jaxrl.metrics import MetricSpec
 from jaxrl.networks import ActorCritic
-from jaxrl.ppo import UpdateSpec
+from jaxrl.opponents import RESULT_NAMES
+from jaxrl.pbt import make_pbt
+from jaxrl.ppo import LearnSpec, UpdateSpec
 from jaxrl.precision import compute_dtype
 
-# Every feature a run may have: ``builder(BuildContext)`` returns the feature or None. The
+# Every feature a run may have. ``builder(BuildContext)`` returns the feature or None; the
 # order here only breaks ties: the features' ``after`` declarations decide who plans first.
 FEATURE_BUILDERS = (make_curriculum, make_selfplay, make_eval_lanes)
+# Learner features: ``builder(setup)`` (the run with its per-member features) -> or None.
+LEARNER_FEATURE_BUILDERS = (make_exploiters,)
+# Population features: ``builder(setup, metric_tags)`` (every tag a member's update packs).
+POPULATION_FEATURE_BUILDERS = (make_pbt,)
+
+LOSS_TAGS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSpec:
+    """What the compiled step reads of the config (static numbers and switches)."""
+
+    num_updates: int  # the run's updates; the step idles past them
+    chunk_updates: int  # updates per compiled chunk (one lax.scan)
+    max_nonfinite_updates: int  # the step idles after this many non-finite updates in a row
+    sequence_length: int  # L: steps per training sequence (T without a recurrent core)
+    normalize_obs: bool  # the learner normalises observations with running moments
+    num_steps: int  # T: steps per rollout
+    rollout_chunk: int  # steps per chunk whose start hidden state is kept (T without a core)
+    reward_scale: float  # training rewards are the env's times this
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Setup:
-    """Static pieces the compiled step closes over; hashed by identity (``eq=False``)."""
+    """The built run: static pieces the compiled step closes over; hashed by identity.
+
+    ``config`` is kept for the host side (summary, loggers, evaluation, the builders); the
+    compiled step reads ``step`` and the narrow specs instead, never ``config``.
+    """
 
     config: Config
     env: Any  # wrapped env: EpisodeStatistics(ActionRepeat?(gymnax env))
     env_params: Any  # EnvParams pytree
     network: nn.Module
     optimizer: optax.GradientTransformation
-    loss_hp: LossHyperparams
+    loss_hp: LossHyperparams  # static loss switches; the member's Hyper is set in-graph
     discrete: bool
     obs_shape: tuple[int, ...]  # one actor's observation
     action_shape: tuple[int, ...]  # () discrete, (A,) continuous
@@ -61,36 +96,37 @@ class Setup:
     layout: Layout  # the env batch: training envs, evaluation lanes, opponent groups
     policy: PolicySpec  # what acting needs of the network
     match: MatchSpec  # what the match step needs
-    features: tuple[Feature, ...]  # curriculum, self-play, evaluation lanes (those configured)
+    features: tuple[Feature, ...]  # per-member features (curriculum, self-play, eval lanes)
     members: Members  # seeds and sweep points trained together (vmapped when more than one)
     mesh: Any  # jax Mesh over the devices the env batch is sharded over; None on one device
     update_spec: UpdateSpec  # what the PPO update needs (network, optimizer, epochs)
+    step: StepSpec  # what the compiled step reads of the config
+    learn: LearnSpec  # what one PPO update on a trajectory batch needs (jaxrl.ppo.learn)
+    hyper: Hyper  # the config's own per-member values (float32 numpy scalars)
     reward_term_names: tuple[str, ...] = ()  # keys of the env's info["reward_terms"], if any
-    # jaxrl.league.exploiters.ExploiterSpec: the league's exploiters, or None without them
-    exploiters: Any = None
+    learner_features: tuple[LearnerFeature, ...] = ()  # act after the learner's update
+    population_features: tuple[PopulationFeature, ...] = ()  # act on the members [R]
 
-    # What the rollout reads (jaxrl.rollout.RolloutSpec), from the config.
+    # What the rollout reads (jaxrl.rollout.RolloutSpec), from the step spec.
     @property
     def num_steps(self) -> int:
         """``T``: steps per rollout."""
-        return self.config.ppo.num_steps
+        return self.step.num_steps
 
     @property
     def rollout_chunk(self) -> int:
         """Steps per chunk whose start hidden state is kept (``T`` without a core)."""
-        if self.config.network.core == "none":
-            return self.config.ppo.num_steps
-        return self.config.sequence_length
+        return self.step.rollout_chunk
 
     @property
     def normalize_obs(self) -> bool:
         """The learner normalises observations with running moments."""
-        return self.config.env.normalize_obs
+        return self.step.normalize_obs
 
     @property
     def reward_scale(self) -> float:
         """Training rewards are the env's times this."""
-        return self.config.ppo.reward_scale
+        return self.step.reward_scale
 
     @property
     def vmapped_members(self) -> bool:
@@ -104,6 +140,44 @@ class Setup:
             if feature.name == "curriculum":
                 return feature.spec
         return None
+
+    @property
+    def exploiters(self) -> Any:
+        """The league's exploiters (:class:`jaxrl.league.exploiters.ExploiterSpec`) or None;
+        for host-side tools and tests (the step sees only ``learner_features``)."""
+        for feature in self.learner_features:
+            if feature.name == "exploiters":
+                return feature.spec
+        return None
+
+
+def core_metric_specs(
+    outcome_names: tuple[str, ...], reward_term_names: tuple[str, ...] = ()
+) -> tuple[MetricSpec, ...]:
+    """The PPO core's metrics: losses, optimiser figures, training episodes and, for an env
+    that reports ``info["reward_terms"]``, each term per episode (``rollout/reward/<term>``)."""
+    return (
+        *(MetricSpec(f"train/{name}") for name in LOSS_TAGS),
+        MetricSpec("train/explained_variance"),
+        MetricSpec("train/grad_norm"),
+        MetricSpec("train/learning_rate"),
+        MetricSpec("train/nonfinite_updates", "sum"),
+        MetricSpec("train/updates", "sum"),
+        MetricSpec("rollout/episode_return"),
+        MetricSpec("rollout/episode_length"),
+        MetricSpec("rollout/episodes", "sum"),
+        *(MetricSpec(f"rollout/outcome/{name}") for name in outcome_names),
+        *(MetricSpec(f"rollout/reward/{name}") for name in reward_term_names),
+    )
+
+
+def metric_specs(setup: Setup) -> tuple[MetricSpec, ...]:
+    """Every metric one member's update packs: the core's, then each feature's and each
+    learner feature's declarations, in the order the step calls them."""
+    specs = core_metric_specs(setup.outcome_names, setup.reward_term_names)
+    for feature in (*setup.features, *setup.learner_features):
+        specs += feature.metric_specs()
+    return specs
 
 
 def core_unroll(config: Config) -> int:
@@ -166,71 +240,35 @@ def current_learning_rate(opt_state) -> Any:
 
 
 def make_setup(config: Config) -> Setup:
-    """Build env (with wrappers), network and optimizer for ``config``.
+    """Build the run of ``config``: env (with wrappers), network, optimizer, features.
 
     Also installs the loop-free CPU lowering of the PRNG hash (:mod:`jaxrl.prng`; same bits).
     """
     prng.install()
-    env, env_params = envs.make(config.env.name, **config.env.kwargs)
-    discrete = envs.is_discrete(env, env_params)
-    if config.env.action_repeat > 1:
-        env = envs.ActionRepeat(env, config.env.action_repeat)
-    env = envs.EpisodeStatistics(env)
+    env, env_params, discrete = make_env(config)
     devices = mesh_devices(config)
     groups = group_sizes(config.selfplay, config.env.num_envs // len(devices))
     layout = make_layout(config, env, groups, len(devices))
-    obs_shape = tuple(env.observation_space(env_params).shape)
-    if layout.num_agents > 1:
-        obs_shape = obs_shape[1:]  # [A, *obs_shape] per env: one row per agent
-    space = env.action_space(env_params)
-    if discrete:
-        action_dim, action_shape = int(space.n), ()
-    else:
-        action_shape = tuple(space.shape) or (1,)
-        action_dim = int(np.prod(action_shape))
+    obs_shape, action_shape, action_dim = spaces(env, env_params, layout, discrete)
     dtype = compute_dtype(config.precision)
-    network = ActorCritic(
-        action_dim=action_dim,
-        discrete=discrete,
-        hidden_sizes=tuple(config.network.hidden_sizes),
-        activation=config.network.activation,
-        shared_torso=config.network.shared_torso,
-        core=config.network.core,
-        core_size=config.network.core_size,
-        core_unroll=core_unroll(config),
-        dtype=dtype,
-        obs_ndim=len(obs_shape),
-        entities=protocols.entity_layout(env),
-        entity_width=config.network.entity_width,
-    )
-    ppo = config.ppo
+    network = make_network(config, env, obs_shape, action_dim, discrete, dtype)
     names = outcome_names(env, env_params)
-    if layout.selfplay and not all(name in names for name in RESULT_NAMES):
-        raise ValueError(
-            f"self-play needs {config.env.name} to report win/draw/loss in info['episode_outcome']"
-        )
+    check_results_reported(config, layout, names)
     policy = PolicySpec(network=network, discrete=discrete, normalize_obs=config.env.normalize_obs)
     context = BuildContext(
         config=config, layout=layout, env=env, env_params=env_params, outcome_names=names
     )
     built = (build(context) for build in FEATURE_BUILDERS)
-    features = order_features([feature for feature in built if feature is not None])
     optimizer = make_optimizer(config)
+    update_spec = make_update_spec(config, network, discrete, optimizer)
+    loss_hp = loss_switches(config, layout)
     setup = Setup(
         config=config,
         env=env,
         env_params=env_params,
         network=network,
         optimizer=optimizer,
-        loss_hp=LossHyperparams(  # coefficients are replaced by the member's Hyper in-graph
-            clip_eps=ppo.clip_eps,
-            vf_coef=ppo.vf_coef,
-            ent_coef=ppo.ent_coef,
-            clip_value=ppo.clip_value,
-            normalize_advantages=ppo.normalize_advantages,
-            masked=layout.actors_per_env > 1,
-            axis=layout.axis,
-        ),
+        loss_hp=loss_hp,
         discrete=discrete,
         obs_shape=obs_shape,
         action_shape=action_shape,
@@ -246,52 +284,121 @@ def make_setup(config: Config) -> Setup:
             deterministic=False,
             eval_deterministic=config.evaluation.deterministic,
         ),
-        features=features,
+        features=order_features([feature for feature in built if feature is not None]),
         members=make_members(config),
         mesh=Mesh(np.asarray(devices), (DATA_AXIS,)) if len(devices) > 1 else None,
-        update_spec=UpdateSpec(
-            network=network,
-            discrete=discrete,
-            optimizer=optimizer,
-            update_epochs=ppo.update_epochs,
-            num_minibatches=ppo.num_minibatches,
+        update_spec=update_spec,
+        step=make_step_spec(config),
+        learn=LearnSpec(
+            update=update_spec,
+            loss=loss_hp,
+            sequence_length=config.sequence_length,
+            normalize_obs=config.env.normalize_obs,
         ),
+        hyper=base_hyper(config),
     )
-    return dataclasses.replace(setup, exploiters=exploiter_spec(setup))
+    return with_outer_features(setup)
 
 
-def exploiter_spec(setup: Setup) -> league_exploiters.ExploiterSpec | None:
-    """The run's exploiters (None without ``selfplay.exploiters``): one exploiter's setup is
-    the learner's on its own env batch (:func:`jaxrl.league.exploiters.exploiter_layout`),
-    with the target as its only feature.
+def check_results_reported(config: Config, layout: Layout, names: tuple[str, ...]) -> None:
+    """Self-play needs the env's ``info["episode_outcome"]`` to hold win/draw/loss."""
+    if layout.selfplay and not all(name in names for name in RESULT_NAMES):
+        raise ValueError(
+            f"self-play needs {config.env.name} to report win/draw/loss in info['episode_outcome']"
+        )
 
-    With a curriculum, the exploiters play its last stage's env params (the task it leads
-    to) and train only while the learner's stage has self-play on. ``selfplay.exploiter_env``
-    overrides sit on top (checked at load: :func:`jaxrl.config.selfplay.validate_env`)."""
-    config = setup.config.selfplay
-    if not config.exploiters:
-        return None
-    layout = league_exploiters.exploiter_layout(setup.layout, config)
-    curriculum = setup.curriculum
-    env_params = setup.env_params
-    active_stages = None
-    if curriculum is not None:
-        last = jnp.asarray(curriculum.num_stages - 1, jnp.int32)
-        env_params = jax.device_get(stage_params(curriculum, setup.env_params, last))
-        switch = curriculum.switches.get(SelfPlay.name)
-        active_stages = np.ones(curriculum.num_stages, bool) if switch is None else switch
-    env_params = envs.override_params(env_params, config.exploiter_env)
-    own = dataclasses.replace(
-        setup,
-        env_params=env_params,
-        layout=layout,
-        match=dataclasses.replace(setup.match, layout=layout),
-        features=(league_exploiters.ExploiterTarget(config=config, layout=layout),),
-        mesh=None,
-        exploiters=None,
+
+def with_outer_features(setup: Setup) -> Setup:
+    """``setup`` with its learner features, then its population features (which read what
+    the members' update packs, learner features included)."""
+    learner = (build(setup) for build in LEARNER_FEATURE_BUILDERS)
+    setup = dataclasses.replace(setup, learner_features=tuple(f for f in learner if f))
+    tags = [spec.tag for spec in metric_specs(setup)]
+    population = (build(setup, tags) for build in POPULATION_FEATURE_BUILDERS)
+    return dataclasses.replace(setup, population_features=tuple(f for f in population if f))
+
+
+def make_env(config: Config) -> tuple[Any, Any, bool]:
+    """``(env, env_params, discrete)``: the registered env in the run's wrappers."""
+    env, env_params = envs.make(config.env.name, **config.env.kwargs)
+    discrete = envs.is_discrete(env, env_params)
+    if config.env.action_repeat > 1:
+        env = envs.ActionRepeat(env, config.env.action_repeat)
+    return envs.EpisodeStatistics(env), env_params, discrete
+
+
+def spaces(
+    env: Any, env_params: Any, layout: Layout, discrete: bool
+) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """``(obs_shape, action_shape, action_dim)`` of one actor."""
+    obs_shape = tuple(env.observation_space(env_params).shape)
+    if layout.num_agents > 1:
+        obs_shape = obs_shape[1:]  # [A, *obs_shape] per env: one row per agent
+    space = env.action_space(env_params)
+    if discrete:
+        return obs_shape, (), int(space.n)
+    action_shape = tuple(space.shape) or (1,)
+    return obs_shape, action_shape, int(np.prod(action_shape))
+
+
+def make_network(
+    config: Config, env: Any, obs_shape: tuple[int, ...], action_dim: int, discrete: bool, dtype
+) -> ActorCritic:
+    """The actor-critic of ``network:`` for one actor's observation."""
+    return ActorCritic(
+        action_dim=action_dim,
+        discrete=discrete,
+        hidden_sizes=tuple(config.network.hidden_sizes),
+        activation=config.network.activation,
+        shared_torso=config.network.shared_torso,
+        core=config.network.core,
+        core_size=config.network.core_size,
+        core_unroll=core_unroll(config),
+        dtype=dtype,
+        obs_ndim=len(obs_shape),
+        entities=protocols.entity_layout(env),
+        entity_width=config.network.entity_width,
     )
-    names = () if curriculum is None else curriculum.names
-    return league_exploiters.make_spec(config, own, active_stages, names)
+
+
+def loss_switches(config: Config, layout: Layout) -> LossHyperparams:
+    """The loss's static switches; its coefficients are the member's ``Hyper``, set in-graph
+    (the config's own until then)."""
+    ppo = config.ppo
+    return LossHyperparams(
+        values=base_hyper(config),
+        clip_value=ppo.clip_value,
+        normalize_advantages=ppo.normalize_advantages,
+        masked=layout.actors_per_env > 1,
+        axis=layout.axis,
+    )
+
+
+def make_update_spec(config: Config, network, discrete: bool, optimizer) -> UpdateSpec:
+    """What the PPO update needs of the run."""
+    return UpdateSpec(
+        network=network,
+        discrete=discrete,
+        optimizer=optimizer,
+        update_epochs=config.ppo.update_epochs,
+        num_minibatches=config.ppo.num_minibatches,
+    )
+
+
+def make_step_spec(config: Config) -> StepSpec:
+    """What the compiled step reads of ``config``."""
+    return StepSpec(
+        num_updates=config.num_updates,
+        chunk_updates=config.chunk_updates,
+        max_nonfinite_updates=config.train.max_nonfinite_updates,
+        sequence_length=config.sequence_length,
+        normalize_obs=config.env.normalize_obs,
+        num_steps=config.ppo.num_steps,
+        rollout_chunk=(
+            config.ppo.num_steps if config.network.core == "none" else config.sequence_length
+        ),
+        reward_scale=config.ppo.reward_scale,
+    )
 
 
 def mesh_devices(config: Config) -> list:
@@ -303,16 +410,6 @@ def mesh_devices(config: Config) -> list:
     if wanted > len(devices):
         raise ConfigError(f"mesh.devices: {wanted} devices asked for, {len(devices)} available")
     return devices[:wanted]
-
-
-def init_params(setup: Setup, key: jax.Array) -> Any:
-    """Freshly initialised network params (float32), traced on a one-step dummy sequence."""
-    return setup.network.init(
-        key,
-        setup.network.initial_hidden(1),
-        jnp.zeros((1, 1) + setup.obs_shape, jnp.float32),
-        jnp.ones((1, 1), bool),
-    )
 
 
 def reward_term_names(env: Any, env_params: Any) -> tuple[str, ...]:

@@ -17,7 +17,7 @@ import jax
 from jaxrl.config import Config
 from jaxrl.pbt import summary as pbt_summary
 from jaxrl.setup import Setup
-from jaxrl.train_step import pbt_spec
+from jaxrl.pbt import pbt_spec
 
 
 @runtime_checkable

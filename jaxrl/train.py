@@ -71,9 +71,10 @@ from jaxrl.logger import (
     wandb_available,
     wandb_teardown,
 )
+from jaxrl.runner import init_run
 from jaxrl.setup import Setup, make_setup
 from jaxrl.summary import done_line, feature_status, nan_mean, run_summary
-from jaxrl.train_step import init_run, make_train_step
+from jaxrl.train_step import make_train_step
 from jaxrl.types import RunnerState
 
 

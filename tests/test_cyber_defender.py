@@ -278,7 +278,9 @@ def test_combined_runs_refuse_what_they_cannot_mix(cage_run, monkeypatch):
         "many": dataclasses.replace(
             setup, members=dataclasses.replace(setup.members, names=("seed0", "seed1"))
         ),
-        "normalised": dataclasses.replace(setup, config=normalised),
+        "normalised": dataclasses.replace(
+            setup, config=normalised, step=dataclasses.replace(setup.step, normalize_obs=True)
+        ),
         "narrow": dataclasses.replace(setup, obs_shape=(52,)),
         "plain": setup,
     }

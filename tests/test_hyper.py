@@ -3,6 +3,7 @@ to the same seed and hyperparameters trained alone."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -20,6 +21,7 @@ from jaxrl import evaluate as evaluate_cli
 from jaxrl.config import SWEEPABLE, ConfigError, load_config
 from jaxrl.hyper import (
     PPO_KEYS,
+    Hyper,
     base_hyper,
     env_leaf_kind,
     make_members,
@@ -162,6 +164,23 @@ def _soccer_sweep(sweep: dict):
 
 def test_ppo_keys_are_the_sweepable_keys():
     assert PPO_KEYS == SWEEPABLE
+
+
+def test_member_values_are_declared_once():
+    """The PPO fields declared with ``member_value`` are, in order, the Hyper leaves, the
+    sweepable keys and the keys PBT may explore; their rule is checked at load."""
+    from jaxrl.config.ppo import MEMBER_VALUES  # noqa: PLC0415
+
+    names = list(MEMBER_VALUES)
+    assert names == ["lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef"]
+    assert [f.name for f in dataclasses.fields(Hyper)] == [*names, "env"]
+    assert list(SWEEPABLE) == [f"ppo.{name}" for name in names]
+    config = load_config(REPO / "configs" / "cartpole.yaml", [])
+    hyper = base_hyper(config)
+    for name in names:
+        assert getattr(hyper, name) == np.float32(getattr(config.ppo, name))
+    with pytest.raises(ConfigError, match=r"ppo\.vf_coef must be >= 0, got -1"):
+        load_config(REPO / "configs" / "cartpole.yaml", ["ppo.vf_coef=-1"])
 
 
 @pytest.mark.parametrize(

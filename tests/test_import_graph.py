@@ -128,20 +128,32 @@ def test_soccer_module_imports_first_in_a_fresh_interpreter(module):
 
 # ----------------------------------------------------------------------------- the PPO core
 
-CORE = ("jaxrl.ppo", "jaxrl.losses", "jaxrl.gae", "jaxrl.rollout")
-# What the core must not reach: the features, their interface, and the setup that builds them.
+# The PPO core and the match step: they play and learn whatever the features hand them (a
+# plan, a pool of opponents, the member's values) and import no feature.
+CORE = (
+    "jaxrl.ppo",
+    "jaxrl.losses",
+    "jaxrl.gae",
+    "jaxrl.rollout",
+    "jaxrl.match",
+    "jaxrl.opponents",
+    "jaxrl.acting",
+    "jaxrl.networks",
+    "jaxrl.normalize",
+    "jaxrl.types",
+)
+# What the core must not reach: the features, their interface, and the modules that build or
+# compose them (the setup imports every feature, the runner and the step the setup).
 FEATURES = (
     "jaxrl.setup",
     "jaxrl.features",
     "jaxrl.curriculum",
     "jaxrl.eval_lanes",
     "jaxrl.league",
+    "jaxrl.pbt",
+    "jaxrl.runner",
     "jaxrl.train_step",
 )
-# The match step is the league's one door into acting: the rollout plays matches through it,
-# and the match step calls the league's lane functions. The core may reach the league there
-# and nowhere else.
-DOOR = "jaxrl.match"
 
 
 def _is_feature(module: str) -> bool:
@@ -149,42 +161,57 @@ def _is_feature(module: str) -> bool:
 
 
 def forbidden_reach(edges: dict[str, set[str]], start: str) -> list[str]:
-    """Feature modules ``start`` imports, directly or through modules other than the door."""
+    """Feature modules ``start`` imports, directly or through any other module."""
     seen, stack, found = {start}, [start], set()
     while stack:
         module = stack.pop()
         for target in edges[module]:
             if _is_feature(target):
                 found.add(target)
-            elif target not in seen and target != DOOR:
+            elif target not in seen:
                 seen.add(target)
                 stack.append(target)
     return sorted(found)
 
 
 def test_core_check_finds_an_added_import(tmp_path):
-    """The check itself: a feature import anywhere behind the core is found, unless it goes
-    through the match step."""
+    """The check itself: a feature import anywhere behind the core is found, through the
+    match step too."""
     pkg = tmp_path / "jaxrl"
     (pkg / "league").mkdir(parents=True)
     for name in ("__init__", "league/__init__", "league/pool", "match", "acting", "gae"):
         (pkg / f"{name}.py").write_text("")
     (pkg / "rollout.py").write_text("from jaxrl.match import x\nfrom jaxrl import acting\n")
-    (pkg / "match.py").write_text("from jaxrl.league import pool\n")
     edges = import_graph(tmp_path, "jaxrl")
     assert forbidden_reach(edges, "jaxrl.rollout") == []
-    (pkg / "acting.py").write_text("def f():\n    from jaxrl.league.pool import y\n")
+    (pkg / "match.py").write_text("from jaxrl.league import pool\n")
+    (pkg / "acting.py").write_text("def f():\n    import jaxrl.pbt\n")
+    (pkg / "pbt.py").write_text("")
     (pkg / "gae.py").write_text("import jaxrl.setup\n")
     (pkg / "setup.py").write_text("")
     edges = import_graph(tmp_path, "jaxrl")
-    assert forbidden_reach(edges, "jaxrl.rollout") == ["jaxrl.league.pool"]
+    assert forbidden_reach(edges, "jaxrl.rollout") == ["jaxrl.league.pool", "jaxrl.pbt"]
+    assert forbidden_reach(edges, "jaxrl.match") == ["jaxrl.league.pool"]
     assert forbidden_reach(edges, "jaxrl.gae") == ["jaxrl.setup"]
 
 
 @pytest.mark.parametrize("module", CORE)
-def test_ppo_core_imports_no_feature(module):
-    """ppo, losses, gae and rollout import no feature, no feature interface and not the setup
-    (which imports every feature), directly or behind another module."""
+def test_ppo_core_and_match_step_import_no_feature(module):
+    """The match step and the PPO core (losses, gae, ppo, rollout, match, opponents, acting,
+    networks, ...) import no feature (curriculum, league, pbt, eval lanes), no feature
+    interface, and neither the setup nor the step that compose them, directly or behind
+    another module."""
     edges = import_graph(ROOT, "jaxrl")
     assert "jaxrl.league.feature" in edges and "jaxrl.setup" in edges  # the graph is real
     assert forbidden_reach(edges, module) == []
+
+
+def test_the_train_step_names_no_feature():
+    """``jaxrl/train_step.py`` imports no feature module and names none: every feature plugs
+    in through :mod:`jaxrl.features`."""
+    edges = import_graph(ROOT, "jaxrl")
+    named = {"jaxrl.curriculum", "jaxrl.eval_lanes", "jaxrl.pbt"}
+    assert not [m for m in edges["jaxrl.train_step"] if m in named or m.startswith("jaxrl.league")]
+    source = (ROOT / "jaxrl" / "train_step.py").read_text().lower()
+    for word in ("curriculum", "selfplay", "exploit", "pbt", "evaluation", "league"):
+        assert word not in source, word

@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl.config.ppo import MEMBER_VALUES
+from jaxrl.hyper import Hyper
 from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
 from jaxrl.networks import ActorCritic, make_distribution
 
@@ -34,10 +36,9 @@ TARGETS = np.array([1.0, -0.5, 0.3, 2.0, -1.0], np.float32)
 
 
 def _hp(clip_value=True, normalize_advantages=False):
+    zeros = Hyper(**{name: np.float32(0) for name in MEMBER_VALUES})
     return LossHyperparams(
-        clip_eps=CLIP_EPS,
-        vf_coef=VF_COEF,
-        ent_coef=ENT_COEF,
+        values=zeros.replace(clip_eps=CLIP_EPS, vf_coef=VF_COEF, ent_coef=ENT_COEF),
         clip_value=clip_value,
         normalize_advantages=normalize_advantages,
     )
@@ -241,7 +242,7 @@ def test_loss_is_jittable_and_differentiable(discrete_case):
     network, params, _, log_prob, entropy, value = discrete_case
     hp = _hp()
     batch = _batch(DISCRETE_ACTIONS, log_prob, value)
-    fn = jax.jit(ppo_loss, static_argnums=(1, 3, 4))
+    fn = jax.jit(ppo_loss, static_argnums=(1, 4))  # hp traced, as in the step
     loss, metrics = fn(params, network, batch, hp, True)
     _assert_metrics(loss, metrics, _np_ppo(log_prob, entropy, value, hp))
     grads = jax.grad(lambda p: ppo_loss(p, network, batch, hp, True)[0])(params)

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from envs.soccer import IDLE, RANDOM, RULE, observe
+from jaxrl import opponents
 from jaxrl.acting import PolicyParams, act
 from jaxrl.config import config_from_dict
 from jaxrl.evaluate import eval_layout
-from jaxrl.league import lanes as league_lanes
 from jaxrl.match import (
     FROM_PARAMS,
     NETWORK,
@@ -33,7 +33,8 @@ from jaxrl.match import (
     step_keys,
     team_rows,
 )
-from jaxrl.setup import init_params, make_setup
+from jaxrl.runner import init_params
+from jaxrl.setup import make_setup
 from jaxrl.types import RunningStats
 
 ENVS = 4
@@ -212,8 +213,8 @@ def test_opponent_actions_by_group(league, setup):
     team_obs = carry.opponent.obs.reshape((ENVS, size) + setup.obs_shape)
     scripted = jax.vmap(setup.env.scripted_team_actions)(keys.scripted, team_obs, kind, skill)
     np.testing.assert_array_equal(action[1], scripted[1])
-    rows = league_lanes.pool_rows(spec.layout)
-    lane_action, lane_hidden = league_lanes.lane_actions(
+    rows = opponents.pool_rows(spec.layout)
+    lane_action, lane_hidden = opponents.lane_actions(
         spec.policy,
         spec.layout,
         plan.pool,

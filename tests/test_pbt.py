@@ -18,9 +18,10 @@ from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import BoundsConfig, ConfigError, PBTConfig, load_config
 from jaxrl.hyper import Hyper
 from jaxrl.metrics import Scalar
+from jaxrl.pbt import pbt_spec
 from jaxrl.setup import make_setup
 from jaxrl.train import train
-from jaxrl.train_step import init_run, pbt_spec, train_population_chunk
+from jaxrl.train_step import init_run, train_population_chunk
 from jaxrl.types import RunnerState, RunningStats
 
 REPO = Path(__file__).resolve().parents[1]
@@ -686,8 +687,8 @@ def test_children_hold_their_parents_weights_after_the_event(pbt_train, pbt_like
 
 def test_chunks_resume_bit_exact_and_never_retrace_when_pbt_fires(pbt_train, pbt_like):
     setup, like = pbt_like
-    spec = pbt_spec(setup)
-    chunk = jax.jit(chex.assert_max_traces(lambda r: train_population_chunk(setup, spec, r), n=1))
+    assert pbt_spec(setup) is not None
+    chunk = jax.jit(chex.assert_max_traces(lambda r: train_population_chunk(setup, r), n=1))
     runner = _restore(pbt_train.run_dir, like, 2)
     runner, metrics = chunk(runner)  # updates 3 and 4: PBT fires at 4
     assert float(metrics["pbt/events"][0]) == 1

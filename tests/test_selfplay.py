@@ -25,10 +25,10 @@ from jaxrl.elo import elo_from_score, expected_score
 from jaxrl.features import UpdateResult
 from jaxrl.layout import Layout
 from jaxrl.league.feature import SelfPlay
-from jaxrl.league.lanes import LeagueTally
 from jaxrl.league.pool import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
 from jaxrl.league.rating import RULE_ELO, learner_rating
 from jaxrl.match import NETWORK
+from jaxrl.opponents import LeagueTally
 from jaxrl.setup import make_setup
 from jaxrl.train import run_summary, train
 from jaxrl.train_step import init_runner_state, make_plan, train_chunk

@@ -382,6 +382,26 @@ def _time_left(state: EnvState, params: EnvParams) -> jax.Array:
     return jnp.clip(1.0 - state.time.astype(jnp.float32) / params.max_steps_in_episode, 0.0, 1.0)
 
 
+def _ball_features(
+    pos: jax.Array, vel: jax.Array, direction: jax.Array, ball_pos: jax.Array, ball_vel: jax.Array
+) -> jax.Array:
+    """float32 [2, 3, 12]: the ball in each team's frame (``ball_pos``, ``ball_vel``
+    [2, 1, 2]), and the ball and both goals relative to each car (``pos``, ``vel``,
+    ``direction`` [2, 3, 2]) in the car's own frame."""
+    ones = jnp.ones((*pos.shape[:2], 1), jnp.float32)
+    return jnp.concatenate(
+        [
+            ones * (ball_pos / _POS_SCALE),
+            ones * (ball_vel / BALL_SPEED_SCALE),
+            _local(ball_pos - pos, direction) / HALF_LENGTH,
+            _local(ball_vel - vel, direction) / BALL_SPEED_SCALE,
+            _local(_OPP_GOAL - pos, direction) / HALF_LENGTH,
+            _local(_OWN_GOAL - pos, direction) / HALF_LENGTH,
+        ],
+        axis=-1,
+    )
+
+
 def observe_teams(state: EnvState, params: EnvParams) -> jax.Array:
     """Both teams' egocentric observations, float32 [6, OBS_DIM] (layout in the module docstring).
 
@@ -398,7 +418,6 @@ def observe_teams(state: EnvState, params: EnvParams) -> jax.Array:
     f = team_frames(state.bodies, state.car_active)
     pos, vel, direction = f.own_pos, f.own_vel, f.own_dir  # [2, 3, 2] each
     ones = jnp.ones((NUM_TEAMS, MAX_PER_TEAM, 1), jnp.float32)
-    ball_pos, ball_vel = f.ball_pos[:, None], f.ball_vel[:, None]  # [2, 1, 2]
     own = jnp.concatenate(
         [
             pos / _POS_SCALE,
@@ -409,17 +428,7 @@ def observe_teams(state: EnvState, params: EnvParams) -> jax.Array:
         ],
         axis=-1,
     )  # [2, 3, 8]
-    ball = jnp.concatenate(
-        [
-            ones * (ball_pos / _POS_SCALE),
-            ones * (ball_vel / BALL_SPEED_SCALE),
-            _local(ball_pos - pos, direction) / HALF_LENGTH,
-            _local(ball_vel - vel, direction) / BALL_SPEED_SCALE,
-            _local(_OPP_GOAL - pos, direction) / HALF_LENGTH,
-            _local(_OWN_GOAL - pos, direction) / HALF_LENGTH,
-        ],
-        axis=-1,
-    )  # [2, 3, 12]
+    ball = _ball_features(pos, vel, direction, f.ball_pos[:, None], f.ball_vel[:, None])
     mates = _other_features(
         pos,
         vel,

@@ -88,6 +88,13 @@ class PBTConfig:
         )
         if not self.enabled:
             return
+        self._validate_schedule(num_members, num_updates)
+        self._validate_ranking()
+        self._validate_explore()
+        self._validate_bounds(sweep)
+
+    def _validate_schedule(self, num_members: int, num_updates: int) -> None:
+        """Members, quantiles and when PBT fires."""
         require(
             num_members >= 2,
             f"pbt needs at least 2 members (train.num_seeds x sweep points), got {num_members}",
@@ -111,6 +118,9 @@ class PBTConfig:
             f"pbt.burn_in_updates ({self.burn_in_updates}) leaves no event in the run's "
             f"{num_updates} updates (the first would be at update {self.first_event})",
         )
+
+    def _validate_ranking(self) -> None:
+        """The ranking metrics, their gates and their smoothing."""
         require(
             len(self.metric) >= 1 and all(isinstance(t, str) and t for t in self.metric),
             f"pbt.metric must be a non-empty list of metric tags, got {list(self.metric)}",
@@ -133,6 +143,9 @@ class PBTConfig:
         )
         require(0 <= self.ema_decay < 1, f"pbt.ema_decay must be in [0, 1), got {self.ema_decay}")
         require(self.window >= 1, f"pbt.window must be >= 1, got {self.window}")
+
+    def _validate_explore(self) -> None:
+        """How a child explores, and what."""
         require(
             self.explore in EXPLORES,
             f"pbt.explore must be one of {', '.join(EXPLORES)}, got {self.explore!r}",
@@ -150,6 +163,9 @@ class PBTConfig:
             "pbt.hyperparameters: name at least one hyperparameter to explore, e.g. "
             "{ppo.lr: {min: 1e-5, max: 1e-2, log: true}}",
         )
+
+    def _validate_bounds(self, sweep: dict) -> None:
+        """Each explored key's bounds, with its grid and swept values inside them."""
         for key, bounds in self.hyperparameters.items():
             where = f"pbt.hyperparameters.{key}"
             low, high = bounds.min, bounds.max

@@ -1,15 +1,38 @@
-"""``ppo:`` PPO hyperparameters."""
+"""``ppo:`` PPO hyperparameters.
+
+A field declared with :func:`member_value` is a *member value*: traced in the compiled step
+(``jaxrl.hyper.Hyper`` gets a float32 leaf of that name), so a sweep may vary it and PBT may
+explore it without a recompile, and the loss reads it as ``hp.values.<name>``. Its rule is
+checked here for the config, every swept value and every bound PBT keeps it in. Adding a loss
+coefficient PBT may explore is one such field here and its use in ``jaxrl/losses.py``.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from jaxrl.config.errors import require
 
 if TYPE_CHECKING:
     from jaxrl.config.root import Config
+
+MEMBER = "member_value"  # field metadata key: (rule, text) of a member value
+
+
+Rule = tuple[Callable[[float], bool], str]  # a check of a value and its text ("> 0")
+FINITE_POSITIVE: Rule = (lambda v: 0 < v < math.inf, "a finite number > 0")
+POSITIVE: Rule = (lambda v: v > 0, "> 0")
+NON_NEGATIVE: Rule = (lambda v: v >= 0, ">= 0")
+UNIT: Rule = (lambda v: 0 <= v <= 1, "in [0, 1]")
+
+
+def member_value(default: float, rule: Rule) -> float:
+    """A PPO field that is traced per member (sweepable, explorable by PBT); every value of
+    it must satisfy ``rule``."""
+    return field(default=default, metadata={MEMBER: rule})
 
 
 @dataclass(frozen=True)
@@ -20,18 +43,22 @@ class PPOConfig:
     update_epochs: int = 4  # passes over each rollout
     num_minibatches: int = 4  # minibatches per epoch
     sequence_length: int = 0  # recurrent: BPTT chunk length (divides num_steps); 0 = num_steps
-    lr: float = 2.5e-4  # Adam learning rate
+    lr: float = member_value(2.5e-4, FINITE_POSITIVE)  # Adam learning rate
     anneal_lr: bool = True  # linear decay of lr to 0 over training
     adam_eps: float = 1e-5  # Adam epsilon
-    gamma: float = 0.99  # discount
-    gae_lambda: float = 0.95  # GAE lambda
-    clip_eps: float = 0.2  # policy ratio clip
+    gamma: float = member_value(0.99, UNIT)  # discount
+    gae_lambda: float = member_value(0.95, UNIT)  # GAE lambda
+    clip_eps: float = member_value(0.2, POSITIVE)  # policy ratio clip
     clip_value: bool = True  # clip the value update to +-clip_eps around the old value
-    ent_coef: float = 0.01  # entropy bonus weight
-    vf_coef: float = 0.5  # value loss weight
+    ent_coef: float = member_value(0.01, NON_NEGATIVE)  # entropy bonus weight
+    vf_coef: float = member_value(0.5, NON_NEGATIVE)  # value loss weight
     max_grad_norm: float = 0.5  # global-norm gradient clip
     normalize_advantages: bool = True  # per-minibatch advantage normalisation
     reward_scale: float = 1.0  # rewards are multiplied by this before GAE
+
+
+# {field name: (rule, text)} of every member value, in declaration order.
+MEMBER_VALUES = {f.name: f.metadata[MEMBER] for f in fields(PPOConfig) if MEMBER in f.metadata}
 
 
 def validate(config: Config) -> None:
@@ -60,12 +87,9 @@ def validate(config: Config) -> None:
         f"steps (env.num_envs x ppo.num_steps / sequence_length) do not divide into "
         f"{ppo.num_minibatches} minibatches",
     )
-    require(0 < ppo.lr < math.inf, f"ppo.lr must be a finite number > 0, got {ppo.lr}")
+    for name, (rule, text) in MEMBER_VALUES.items():
+        value = getattr(ppo, name)
+        require(rule(value), f"ppo.{name} must be {text}, got {value}")
     require(ppo.adam_eps > 0, f"ppo.adam_eps must be > 0, got {ppo.adam_eps}")
-    require(0 <= ppo.gamma <= 1, f"ppo.gamma must be in [0, 1], got {ppo.gamma}")
-    require(0 <= ppo.gae_lambda <= 1, f"ppo.gae_lambda must be in [0, 1], got {ppo.gae_lambda}")
-    require(ppo.clip_eps > 0, f"ppo.clip_eps must be > 0, got {ppo.clip_eps}")
-    require(ppo.ent_coef >= 0, f"ppo.ent_coef must be >= 0, got {ppo.ent_coef}")
-    require(ppo.vf_coef >= 0, f"ppo.vf_coef must be >= 0, got {ppo.vf_coef}")
     require(ppo.max_grad_norm > 0, f"ppo.max_grad_norm must be > 0, got {ppo.max_grad_norm}")
     require(ppo.reward_scale > 0, f"ppo.reward_scale must be > 0, got {ppo.reward_scale}")

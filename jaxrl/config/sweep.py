@@ -6,10 +6,10 @@ Env parameters sweep too: ``env.kwargs.<path>`` of a numeric scalar array leaf
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 from jaxrl.config.errors import ConfigError, require, suggest
+from jaxrl.config.ppo import MEMBER_VALUES
 
 if TYPE_CHECKING:
     from jaxrl.config.env import BuiltEnv
@@ -17,25 +17,10 @@ if TYPE_CHECKING:
 
 ENV_PREFIX = "env.kwargs."  # env parameters sweep as env.kwargs.<path> (checked by validate_env)
 
-# Hyperparameters a sweep may vary (traced: no recompile per value) -> Hyper field.
-SWEEPABLE = {
-    "ppo.lr": "lr",
-    "ppo.ent_coef": "ent_coef",
-    "ppo.clip_eps": "clip_eps",
-    "ppo.gamma": "gamma",
-    "ppo.gae_lambda": "gae_lambda",
-    "ppo.vf_coef": "vf_coef",
-}
-
-# Each sweepable value must satisfy the rule of its ppo field.
-_SWEEP_RULES = {
-    "ppo.lr": (lambda v: 0 < v < math.inf, "a finite number > 0"),
-    "ppo.ent_coef": (lambda v: v >= 0, ">= 0"),
-    "ppo.clip_eps": (lambda v: v > 0, "> 0"),
-    "ppo.gamma": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "ppo.gae_lambda": (lambda v: 0 <= v <= 1, "in [0, 1]"),
-    "ppo.vf_coef": (lambda v: v >= 0, ">= 0"),
-}
+# Hyperparameters a sweep may vary (traced: no recompile per value) -> Hyper field: the PPO
+# member values (jaxrl.config.ppo.member_value), each with the rule of its ppo field.
+SWEEPABLE = {f"ppo.{name}": name for name in MEMBER_VALUES}
+_SWEEP_RULES = {f"ppo.{name}": rule for name, rule in MEMBER_VALUES.items()}
 
 
 def validate(config: Config) -> None:

@@ -1,12 +1,12 @@
 """The self-play league: who the learner plays, and how it is rated.
 
-One package owns the league; the rest of jaxrl sees it through two doors:
+One package owns the league; the rest of jaxrl sees it only as features:
 
-- the match step (:mod:`jaxrl.match`) calls :mod:`jaxrl.league.lanes` for the pool lanes'
-  forward pass and their bookkeeping (draws, pure matches, per-slot results);
-- the train step sees :class:`jaxrl.league.feature.SelfPlay`, a
-  :class:`~jaxrl.features.Feature` like any other, and, with ``selfplay.exploiters``, runs
-  the exploiters' vmapped update and hand-off between learners (as PBT between members).
+- :class:`jaxrl.league.feature.SelfPlay`, a :class:`~jaxrl.features.Feature` like any
+  other, hands the match step its pool and lane probabilities in the plan (the match step,
+  :mod:`jaxrl.match` and :mod:`jaxrl.opponents`, imports nothing of the league);
+- :class:`jaxrl.league.exploiters.Exploiters`, a :class:`~jaxrl.features.LearnerFeature`,
+  runs the exploiters' vmapped update and hand-off after the learner's.
 
 Modules:
 
@@ -14,11 +14,9 @@ Modules:
   policy, RulePolicy, pool lanes) and their masks;
 - :mod:`~jaxrl.league.pool`: the snapshot pool and prioritised fictitious self-play (PFSP);
 - :mod:`~jaxrl.league.rating`: the learner's in-graph Elo against the RulePolicy;
-- :mod:`~jaxrl.league.lanes`: the pool lanes inside the match step;
 - :mod:`~jaxrl.league.feature`: the train-step feature that ties them together;
 - :mod:`~jaxrl.league.exploiters`: learners trained only against the current policy, whose
   winners join the pool and restart from the learner.
 
-This file imports nothing, so that :mod:`jaxrl.match` can import a submodule without
-pulling in the feature (which itself imports the match step).
+This file imports nothing, so that importing a submodule pulls in no other.
 """

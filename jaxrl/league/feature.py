@@ -34,11 +34,11 @@ from jaxrl.features import (
 )
 from jaxrl.layout import Layout, sum_over_devices
 from jaxrl.league.groups import group_kinds, group_mask
-from jaxrl.league.lanes import RESULT_NAMES
 from jaxrl.league.pool import SelfPlayState, empty_pool, pfsp_probs, take_snapshot
 from jaxrl.league.rating import RULE_ELO, learner_rating
 from jaxrl.match import MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar, mean_of
+from jaxrl.opponents import RESULT_NAMES
 from jaxrl.types import RunningStats
 
 
@@ -87,7 +87,7 @@ class SelfPlay(Feature):
         on = self.switched_on(result.plan)
         active = sum_over_devices(on.any().astype(jnp.int32), layout.axis) > 0
 
-        # Pool games of this rollout (pure matches only, see jaxrl.league.lanes): PFSP's counts.
+        # Pool games of this rollout (pure matches only, see jaxrl.opponents): PFSP's counts.
         if result.tally is None:  # no pool lanes: every training env plays latest or rule
             slot_results = jnp.zeros((size, len(RESULT_NAMES)), jnp.float32)
         else:

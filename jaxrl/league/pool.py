@@ -12,7 +12,7 @@ any game),
     uniform:   weight 1
 
 normalised over the filled slots. Each pool lane draws its next opponent from these
-probabilities (:mod:`jaxrl.league.lanes`). Everything is arrays of fixed shape, so a
+probabilities (:mod:`jaxrl.opponents`). Everything is arrays of fixed shape, so a
 snapshot or a new draw never retraces.
 """
 

@@ -13,7 +13,8 @@ import numpy as np
 from jaxrl.config import SelfPlayConfig
 from jaxrl.layout import Layout
 from jaxrl.league.groups import group_kinds, group_mask, group_sizes
-from jaxrl.league.lanes import (
+from jaxrl.match import NETWORK
+from jaxrl.opponents import (
     LaneCarry,
     bookkeeping,
     empty_tally,
@@ -23,7 +24,6 @@ from jaxrl.league.lanes import (
     redraw_lanes,
     start_lanes,
 )
-from jaxrl.match import NETWORK
 
 RULE = 1
 NAMES = ("win", "draw", "loss")

@@ -1,6 +1,10 @@
-"""The league's part of the match step: network opponents by group, and the pool lanes.
+"""The match step's network opponents: by group, and the pool lanes.
 
-:func:`jaxrl.match.match_step` calls these pure functions on a two-team batch. The groups
+:func:`jaxrl.match.match_step` calls these pure functions on a two-team batch. They know
+no league: the pool of snapshots and the lanes' draw probabilities arrive in the
+:class:`~jaxrl.match.MatchPlan` a feature hands to the match step (the league's
+:class:`~jaxrl.league.feature.SelfPlay`, or an exploiter's target), and the per-slot
+results go back to it in the step's tally. The groups
 (:mod:`jaxrl.league.groups`) are static slices of the training envs; the current-policy
 group acts inside the learner's own forward pass, each pool lane acts with the params of
 the snapshot it plays (one vmapped pass over the lanes).
