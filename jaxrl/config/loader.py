@@ -219,5 +219,14 @@ def load_run_config(run_dir: str | Path) -> Config:
 
 
 def save_config(config: Config, path: str | Path) -> None:
-    """Write the resolved config as YAML (loadable by :func:`load_config`)."""
-    Path(path).write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    """Write the resolved config as YAML (loadable by :func:`load_config`).
+
+    An env a fresh process would not find by its name (one registered from Python) gets its
+    factory's import path recorded as ``env.source`` (:func:`envs.source`).
+    """
+    data = config.to_dict()
+    if not config.env.source:
+        import envs  # noqa: PLC0415 - keep config importable without building envs
+
+        data["env"]["source"] = envs.source(config.env.name)
+    Path(path).write_text(yaml.safe_dump(data, sort_keys=False))
