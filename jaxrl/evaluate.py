@@ -218,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
             envs.nest_dotted(parse_overrides(args.env_param)),
             args.team_size,
         )
-    except (CheckpointError, ConfigError, ValueError) as err:
+    except (ConfigError, ValueError) as err:  # bad input: a flag or a value out of range
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     results = result if isinstance(result, list) else [result]

@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
             states = play(setup, policy, env_params, key, num_steps, not args.stochastic)
         frames = render.render_frames(jax.device_get(states), env_params)
         render.save_gif(frames, Path(args.out), fps=args.fps)
-    except (ConfigError, CheckpointError, ValueError, yaml.YAMLError) as err:
+    except (ConfigError, ValueError, yaml.YAMLError) as err:  # bad input: exit 2
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except CheckpointError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(f"wrote {len(frames)} frames to {args.out}")
