@@ -377,6 +377,35 @@ def train(
             ) from None
 
 
+class _NoCheckpoints:
+    """The checkpointer of a run trained in memory: nothing is saved."""
+
+    directory = "nowhere (trained in memory)"
+
+    def latest_step(self) -> None:
+        return None
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        del args, kwargs  # nothing is written
+
+    def close(self) -> None:
+        pass
+
+
+def train_in_memory(config: Config, quiet: bool = False) -> TrainResult:
+    """Train ``config`` writing nothing: no run directory, TensorBoard events or checkpoints.
+
+    Behind ``jaxrl.train(..., run_dir=None)``; returns the trained runner state and the
+    metrics of every chunk. A signal stops it as :func:`train` says, with nothing saved.
+    """
+    with _Signals() as signals:
+        setup, runner = _in_worker(_build, config)
+        if not quiet:
+            print(run_summary(config, setup, Path("(in memory)"), 0, runner.features), flush=True)
+        loggers = [NullLogger() for _ in setup.members.names]
+        return _loop(config, setup, runner, _NoCheckpoints(), loggers, None, quiet, signals)
+
+
 def _train(
     config: Config | None,
     run_dir: Path,
@@ -654,7 +683,8 @@ def _loop(
             f"done: {update * batch:,} env steps"
             + (f" x {len(names)} members" if len(names) > 1 else "")
             + f", {sps:,.0f} env steps/s{per_member} after {compile_s:.1f} s compile, "
-            f"last episode return {final:.4g}; run dir {run_dir}",
+            f"last episode return {final:.4g}; "
+            + (f"run dir {run_dir}" if run_dir else "in memory, nothing written"),
             flush=True,
         )
     if stopped:
@@ -754,6 +784,11 @@ def _complete_run(run_dir: Path) -> str | None:
         return None
     return complete_message(run_dir, saved, config)
 
+
+if __name__ != "__main__":  # jaxrl.train(...) calls the Python API (jaxrl.api.train)
+    from jaxrl.api import TrainModule
+
+    sys.modules[__name__].__class__ = TrainModule
 
 if __name__ == "__main__":
     sys.exit(main())
