@@ -99,7 +99,8 @@ def member_kind(where: str, key: str, values: list[float], env_params: Any) -> s
         except ValueError as err:
             raise ConfigError(f"{where}: {str(err).removeprefix(f'{key}: ')}") from None
         try:  # the env's declared domain (envs.domains), as for env.kwargs
-            check_leaf_values(where, key[len(ENV_PREFIX) :], values, env_params)
+            shown = [int(v) for v in values] if kind == "int" else values  # 7, not 7.0
+            check_leaf_values(where, key[len(ENV_PREFIX) :], shown, env_params)
         except ValueError as err:
             raise ConfigError(str(err)) from None
         return kind
