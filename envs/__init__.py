@@ -52,6 +52,7 @@ __all__ = [
     "check_action_shape",
     "ENTRY_POINT_GROUP",
     "import_path",
+    "is_builtin",
     "is_known",
     "make",
     "nest_dotted",
@@ -88,6 +89,8 @@ def register(name: str, factory: Callable[[], Any], *, overwrite: bool = False) 
         kind = "a gymnax environment" if ":" not in name else "an import path (module:attr)"
         raise ValueError(f"cannot register {name!r}: it is {kind}")
     held = _OWN_ENVS.get(name)
+    if name in _BUILTIN and held != factory:
+        raise ValueError(f"cannot register {name!r}: it is one of jaxrl's own environments")
     if held is not None and held != factory and not overwrite:
         raise ValueError(
             f"environment {name!r} is already registered to {_describe(held)}; "
@@ -155,6 +158,11 @@ def _load(name: str) -> Callable[[], Any]:
             factory = _LOADED.pop(name)
             raise ValueError(f"env {name!r}: {factory!r} is not a class or factory")
     return _LOADED[name]
+
+
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` is gymnax's or one of this package's envs (it cannot be replaced)."""
+    return name in _BUILTIN or name in gymnax.registered_envs
 
 
 def is_known(name: str) -> bool:

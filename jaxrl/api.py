@@ -195,6 +195,8 @@ def env_name(env: Any) -> str:
         return env
     if isinstance(env, protocols.Env) and not isinstance(env, type):
         name = type(env).__name__
+        if envs.is_builtin(name):  # an instance of one of our envs, maybe not as registered
+            name = f"{name}-instance"
         envs.register(name, _Instance(env), overwrite=True)
         return name
     if callable(env):
@@ -202,6 +204,7 @@ def env_name(env: Any) -> str:
         if path:
             return path
         name = getattr(env, "__name__", type(env).__name__)
+        name = f"{name}-factory" if envs.is_builtin(name) else name
         envs.register(name, env, overwrite=True)
         return name
     raise TypeError(
@@ -280,15 +283,16 @@ def register_run_env(run_dir: str | Path, env: Any) -> None:
     import yaml  # noqa: PLC0415
 
     import envs  # noqa: PLC0415
+    from envs import protocols  # noqa: PLC0415
 
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return  # the caller reports the missing run
     name = ((yaml.safe_load(path.read_text()) or {}).get("env") or {}).get("name", "")
-    if isinstance(env, str) or not name or ":" in name:
+    if isinstance(env, str) or not name or ":" in name or envs.is_builtin(name):
         return
-    factory = env if isinstance(env, type) or not hasattr(env, "reset") else _Instance(env)
-    envs.register(name, factory, overwrite=True)
+    instance = isinstance(env, protocols.Env) and not isinstance(env, type)
+    envs.register(name, _Instance(env) if instance else env, overwrite=True)
 
 
 # ----------------------------------------------------------------------------- load_policy
