@@ -278,7 +278,8 @@ def make(name: str, *, source: str = "", **overrides: Any) -> tuple[Any, Any]:
         does not fit the params.
     """
     env = resolve(name, source)()
-    if not isinstance(env, protocols.Env):
+    found = name in _OWN_ENVS or name in gymnax.registered_envs  # else imported just now
+    if not found and not isinstance(env, protocols.Env):
         raise ValueError(
             f"env {name!r}: its factory returned {type(env).__name__}, not a gymnax-1.x env "
             "(reset, step, action_space, observation_space, default_params; see envs.protocols.Env)"

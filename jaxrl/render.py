@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m jaxrl.render``."""
     parser = argparse.ArgumentParser(prog="python -m jaxrl.render", description=__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run-dir", help="a soccer run directory written by jaxrl.train")
+    source.add_argument(
+        "--run-dir", help="a run directory written by jaxrl.train (its env has a renderer)"
+    )
     source.add_argument(
         "--rule-policy", action="store_true", help="blue plays the scripted RulePolicy"
     )
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
     parser.add_argument("--stage", type=int, help="curriculum stage (default: the last)")
     parser.add_argument(
-        "--env-kwargs", default="{}", help="YAML mapping of Soccer EnvParams overrides"
+        "--env-kwargs", default="{}", help="YAML mapping of EnvParams overrides"
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the clip")
     parser.add_argument("--fps", type=int, default=15, help="GIF frames per second")

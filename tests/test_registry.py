@@ -18,7 +18,7 @@ from envs.probes import MemoryProbe
 from jaxrl.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parent.parent
-CORRIDOR = REPO / "examples" / "corridor" / "corridor.py"
+EXAMPLE = REPO / "examples" / "corridor"  # corridor.py and its renderer, corridor_render.py
 # The Corridor runs: 8 envs x 16 steps, 16 updates (it learns the 5-step walk to the exit).
 TINY = (
     "env.num_envs=8", "ppo.num_steps=16", "ppo.num_minibatches=2", "ppo.update_epochs=2",
@@ -84,7 +84,8 @@ def _plugin_dir(tmp_path: Path) -> Path:
     root = tmp_path / "site"
     dist = root / "jaxrl_corridor-0.1.0.dist-info"
     dist.mkdir(parents=True)
-    shutil.copy(CORRIDOR, root / "corridor.py")
+    for module in ("corridor.py", "corridor_render.py"):
+        shutil.copy(EXAMPLE / module, root / module)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: jaxrl-corridor\nVersion: 0.1.0\n")
     (dist / "entry_points.txt").write_text("[jaxrl.envs]\nCorridor-v0 = corridor:Corridor\n")
     return root
@@ -113,14 +114,13 @@ def _run(args: list[str], pythonpath: list[Path], cwd: Path) -> subprocess.Compl
     [("Corridor-v0", "plugin"), ("corridor:Corridor", "import path")],
 )
 def test_train_and_evaluate_find_the_env_in_fresh_processes(tmp_path, name, where):
-    """``jaxrl train`` then ``python -m jaxrl.evaluate --run-dir`` (each a fresh process) find
-    the env by entry point or import path; the saved config records where it came from."""
+    """``jaxrl train``, then ``python -m jaxrl.evaluate --run-dir`` and ``jaxrl render`` (each
+    a fresh process) find the env by entry point or import path; the saved config records
+    where it came from. The commands of docs/guide/own-env.md, with tiny step counts."""
     if where == "plugin":
         path = [_plugin_dir(tmp_path)]
     else:
-        path = [tmp_path / "src"]
-        path[0].mkdir()
-        shutil.copy(CORRIDOR, path[0] / "corridor.py")
+        path = [EXAMPLE]
     run_dir = tmp_path / "run"
     train = ["-m", "jaxrl.cli", "train", f"env.name={name}", *TINY, "--run-dir", str(run_dir)]
     done = _run(train, path, tmp_path)
@@ -135,3 +135,23 @@ def test_train_and_evaluate_find_the_env_in_fresh_processes(tmp_path, name, wher
     bad = _run([*evaluate, "--env-param", "length=1"], path, tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.strip() == "error: --env-param length=1 is out of range: allowed [2, 100]"
+    if where == "import path":  # the renderer the env declares (one clip is enough)
+        gif = tmp_path / "corridor.gif"
+        render = ["-m", "jaxrl.cli", "render", "--run-dir", str(run_dir), "--out", str(gif)]
+        done = _run([*render, "--seconds", "2"], path, tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"wrote 9 frames to {gif}"  # the start + 8 steps
+        assert gif.stat().st_size > 0
+
+
+def test_the_guide_shows_the_env_the_tests_run():
+    """docs/guide/own-env.md's env is examples/corridor/corridor.py, its entry point the
+    package's: the page cannot drift from what the tests above train and evaluate."""
+    page = (REPO / "docs" / "guide" / "own-env.md").read_text()
+    blocks = page.split("```")
+    python = [b.removeprefix("python\n") for b in blocks[1::2] if b.startswith("python\n")]
+    assert python[0] == (EXAMPLE / "corridor.py").read_text()
+    assert len(python[0].splitlines()) <= 50
+    toml = (EXAMPLE / "pyproject.toml").read_text()
+    entry = 'Corridor-v0 = "corridor:Corridor"'
+    assert entry in page and entry in toml

@@ -168,7 +168,8 @@ class RewardWeights(struct.PyTreeNode):
     boost_use: jax.Array = np.float32(-0.01)  # x fraction of the step spent boosting
     time: jax.Array = np.float32(-0.001)  # x 1 every step
     team_spirit: jax.Array = param(np.float32(0.3), UNIT)  # blend: (1 - ts) * own + ts * team mean
-    potential_gamma: jax.Array = param(np.float32(1.0), UNIT)  # gamma of the potential shaping (1: difference)
+    # gamma of the potential shaping (1: difference)
+    potential_gamma: jax.Array = param(np.float32(1.0), UNIT)
     sparse: jax.Array = np.bool_(False)  # keep only the goal terms
     # The touch term pays a car only when it was not the ball's last toucher (see
     # ``new_touches``): dribbling, pinning or tapping the ball pays once until another car
@@ -189,14 +190,14 @@ class EnvParams(struct.PyTreeNode):
     rendering. Python lists given for ``team_size_weights`` become float32 [3] arrays.
     """
 
-    max_steps_in_episode: jax.Array = param(np.int32(900), Interval(1))  # () match clock in env steps (60 s)
+    max_steps_in_episode: jax.Array = param(np.int32(900), Interval(1))  # () clock, steps (60 s)
     blue_size: jax.Array = param(np.int32(1), TEAM_SIZE)  # () active blue cars (w/o weights)
     orange_size: jax.Array = param(np.int32(1), TEAM_SIZE)  # () active orange cars (likewise)
     # [3] p(n v n) for n = 1, 2, 3, up to scale, drawn at every reset; all zero (the default):
     # blue_size and orange_size apply instead.
     team_size_weights: jax.Array = array_field([0.0, 0.0, 0.0], np.float32, NON_NEGATIVE)
     opponent_kind: jax.Array = param(np.int32(RULE), OPPONENT_KINDS)  # () scripted opponent
-    opponent_skill: jax.Array = param(np.float32(1.0), UNIT)  # () its p(random action) per car = 1 - skill
+    opponent_skill: jax.Array = param(np.float32(1.0), UNIT)  # () p(random action) = 1 - skill
     goal_ends_episode: jax.Array = np.bool_(False)  # () a goal terminates (else: kickoff)
     # () list each car's teammates and opponents nearest first (inactive ones last), instead of
     # in slot order: a canonical order, so the policy need not learn every permutation.

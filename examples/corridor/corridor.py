@@ -23,6 +23,8 @@ class Corridor(environment.Environment[EnvState, EnvParams]):
     """Obs float32 [2] (position / (length - 1), 1); actions 0 left, 1 right; reward -0.1 a
     step, +1 at the exit (which terminates)."""
 
+    renderer = "corridor_render"  # optional: the module jaxrl render draws episodes with
+
     @property
     def default_params(self) -> EnvParams:
         return EnvParams()
