@@ -200,17 +200,27 @@ def env_name(env: Any) -> str:
         envs.register(name, _Instance(env), overwrite=True)
         return name
     if callable(env):
-        path = envs.import_path(env)
-        if path:
-            return path
-        name = getattr(env, "__name__", type(env).__name__)
-        name = f"{name}-factory" if envs.is_builtin(name) else name
-        envs.register(name, env, overwrite=True)
-        return name
+        return _factory_name(env)
     raise TypeError(
         f"env= takes a name, an import path, a class or factory, or an env instance; got "
         f"{type(env).__name__}"
     )
+
+
+def _factory_name(factory: Callable[[], Any]) -> str:
+    """The import path of a class or factory, else its name (registered in this process)."""
+    import inspect  # noqa: PLC0415
+
+    import envs  # noqa: PLC0415
+
+    path = envs.import_path(factory)
+    if path:
+        return path
+    named = inspect.isclass(factory) or inspect.isfunction(factory)
+    name = factory.__name__ if named else type(factory).__name__
+    name = f"{name}-factory" if envs.is_builtin(name) else name
+    envs.register(name, factory, overwrite=True)
+    return name
 
 
 # ----------------------------------------------------------------------------- evaluate

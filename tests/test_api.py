@@ -119,3 +119,19 @@ def test_api_errors_name_keyword_arguments(corridor_run):
         jaxrl.train(None, resume=True)
     with pytest.raises(TypeError, match="env= takes"):
         jaxrl.train(None, env=3)
+
+
+def test_env_argument_names_classes_by_import_path_else_registers_them(corridor):
+    from jaxrl.api import env_name  # noqa: PLC0415
+
+    assert env_name("CAGE2") == "CAGE2"
+    assert env_name(corridor) == "corridor:Corridor"  # importable: found by any process
+
+    class Notebook(corridor):  # defined in a function (a notebook cell): no import path
+        pass
+
+    assert env_name(Notebook) == "Notebook" and envs.source("Notebook") == ""
+    assert env_name(Notebook) == "Notebook"  # again: the same registration
+    assert isinstance(envs.make("Notebook")[0], Notebook)
+    assert env_name(envs.MemoryProbe()) == "MemoryProbe-instance"  # ours stays as registered
+    assert type(envs.make("MemoryProbe")[0]) is envs.MemoryProbe

@@ -42,10 +42,13 @@ def build_env(config: Config) -> BuiltEnv:
     import envs  # noqa: PLC0415 - keep config importable without building envs
 
     env = config.env
+    close = suggest(env.name, envs.registered_envs())
     require(
         envs.is_known(env.name) or bool(env.source),
-        f"env.name: unknown environment {env.name!r}" + suggest(env.name, envs.registered_envs()),
-    )
+        f"env.name: unknown environment {env.name!r}"
+        + (close or " (give an import path module:attr, install a jaxrl.envs plugin, or, for "
+           "an env registered from Python, register it again or pass env= to the Python API)"),
+    )  # fmt: skip
     try:
         base_env, default_params = envs.make(env.name, source=env.source)
         if env.source and not envs.is_known(env.name):  # the recorded factory, for every
