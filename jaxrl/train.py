@@ -396,14 +396,22 @@ def train_in_memory(config: Config, quiet: bool = False) -> TrainResult:
     """Train ``config`` writing nothing: no run directory, TensorBoard events or checkpoints.
 
     Behind ``jaxrl.train(..., run_dir=None)``; returns the trained runner state and the
-    metrics of every chunk. A signal stops it as :func:`train` says, with nothing saved.
+    metrics of every chunk. A signal (Ctrl-C) stops it with a ``KeyboardInterrupt``; nothing
+    is kept.
     """
-    with _Signals() as signals:
-        setup, runner = _in_worker(_build, config)
-        if not quiet:
-            print(run_summary(config, setup, Path("(in memory)"), 0, runner.features), flush=True)
-        loggers = [NullLogger() for _ in setup.members.names]
-        return _loop(config, setup, runner, _NoCheckpoints(), loggers, None, quiet, signals)
+    try:
+        with _Signals() as signals:
+            setup, runner = _in_worker(_build, config)
+            if not quiet:
+                summary = run_summary(config, setup, Path("(in memory)"), 0, runner.features)
+                print(summary, flush=True)
+            loggers = [NullLogger() for _ in setup.members.names]
+            return _loop(config, setup, runner, _NoCheckpoints(), loggers, None, quiet, signals)
+    except TrainingInterrupted as stop:
+        raise KeyboardInterrupt(
+            f"training in memory stopped by signal {stop.signum}: nothing is kept (give "
+            "run_dir= to checkpoint and resume)"
+        ) from None
 
 
 def _train(
