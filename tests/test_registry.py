@@ -155,3 +155,20 @@ def test_the_guide_shows_the_env_the_tests_run():
     toml = (EXAMPLE / "pyproject.toml").read_text()
     entry = 'Corridor-v0 = "corridor:Corridor"'
     assert entry in page and entry in toml
+
+
+def test_saved_config_of_a_python_registered_env_loads_where_it_is_not_registered(tmp_path):
+    """What train writes (save_config) brings the env back once the registration is gone, as
+    in a fresh ``python -m jaxrl.evaluate`` process."""
+    from jaxrl.config import save_config  # noqa: PLC0415
+
+    envs.register("Probe-saved", MemoryProbe)
+    save_config(load_config(None, ["env.name=Probe-saved", "env.kwargs.delay=2"]), tmp_path / "c")
+    assert (
+        yaml.safe_load((tmp_path / "c").read_text())["env"]["source"] == "envs.probes:MemoryProbe"
+    )
+    del envs._OWN_ENVS["Probe-saved"]
+    assert not envs.is_known("Probe-saved")
+    config = load_config(tmp_path / "c")
+    env, params = envs.make(config.env.name, **config.env.kwargs)
+    assert isinstance(env, MemoryProbe) and int(params.delay) == 2
