@@ -402,9 +402,10 @@ def train_in_memory(config: Config, quiet: bool = False) -> TrainResult:
     try:
         with _Signals() as signals:
             setup, runner = _in_worker(_build, config)
-            if not quiet:
-                summary = run_summary(config, setup, Path("(in memory)"), 0, runner.features)
-                print(summary, flush=True)
+            if not quiet:  # the summary less its checkpoint line: nothing is saved
+                summary = run_summary(config, setup, Path("none: in memory"), 0, runner.features)
+                lines = summary.splitlines()
+                print("\n".join(x for x in lines if not x.startswith("  checkpoints")), flush=True)
             loggers = [NullLogger() for _ in setup.members.names]
             return _loop(config, setup, runner, _NoCheckpoints(), loggers, None, quiet, signals)
     except TrainingInterrupted as stop:
