@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from envs import protocols
+from envs.domains import Interval, declare_domains
 from envs.params import nest_dotted, override_params
 from envs.probes import MemoryProbe
 from envs.wrappers import (
@@ -294,6 +295,10 @@ def make(name: str, *, source: str = "", **overrides: Any) -> tuple[Any, Any]:
 def is_discrete(env: Any, params: Any) -> bool:
     """Whether the env's action space is discrete (``gymnax.environments.spaces.Discrete``)."""
     return isinstance(env.action_space(params), gymnax.environments.spaces.Discrete)
+
+
+# gymnax's envs (and every env on its EnvParams base: MemoryProbe, a plugin's) run >= 1 step.
+declare_domains(gymnax.environments.environment.EnvParams, {"max_steps_in_episode": Interval(1)})
 
 
 def _register_builtin(name: str, factory: Callable[[], Any]) -> None:

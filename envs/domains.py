@@ -12,6 +12,7 @@ passes :func:`check_value`, through :func:`envs.params.override_params` or
 :func:`envs.params.check_overrides`: a value outside is one line naming the key, the value
 and the domain. A field without a declared domain takes any value of its kind (its dtype is
 still checked). Domains are a :class:`envs.protocols.Domain`; env authors may write their own.
+Params classes one cannot edit (gymnax's) get theirs from :func:`declare_domains`.
 """
 
 from __future__ import annotations
@@ -100,11 +101,27 @@ def param(default: Any = dataclasses.MISSING, domain: Domain | None = None, **kw
     return struct.field(metadata=metadata, **kwargs)
 
 
+# Domains of params classes whose fields cannot carry metadata (gymnax's): class -> field ->
+# domain, declared with :func:`declare_domains` and inherited by subclasses.
+_DECLARED: dict[type, dict[str, Domain]] = {}
+
+
+def declare_domains(params_type: type, domains: Mapping[str, Domain]) -> None:
+    """Declare the domains of fields of a params class one cannot edit (gymnax's EnvParams).
+
+    Subclasses inherit them; a field's own metadata (:func:`param`) takes precedence.
+    """
+    _DECLARED.setdefault(params_type, {}).update(domains)
+
+
 def domain_of(params: Any, name: str) -> Domain | None:
     """The declared domain of field ``name`` of the dataclass ``params``, or None."""
     for f in dataclasses.fields(params):
-        if f.name == name:
-            return f.metadata.get(DOMAIN_KEY)
+        if f.name == name and f.metadata.get(DOMAIN_KEY) is not None:
+            return f.metadata[DOMAIN_KEY]
+    for cls in type(params).__mro__:
+        if name in _DECLARED.get(cls, {}):
+            return _DECLARED[cls][name]
     return None
 
 

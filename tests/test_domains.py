@@ -144,3 +144,13 @@ def test_evaluate_env_param_out_of_range_exit_2(tmp_path_factory, capsys, name, 
     assert main(["--run-dir", str(run_dir), "--episodes", "1", "--env-param", flag]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: --env-param {flag} is out of range: allowed {domain}"
+
+
+def test_gymnax_params_get_declared_domains_by_class():
+    """gymnax's EnvParams cannot carry field metadata: declare_domains on its base class covers
+    every gymnax env (wrapped or not) and envs built on it; CAGE2's own base allows <= 0."""
+    with pytest.raises(ConfigError, match=r"^env\.kwargs\.max_steps_in_episode=0 is out of range"):
+        load_config(None, ["env.name=CartPole-v1", "env.kwargs.max_steps_in_episode=0"])
+    with pytest.raises(ValueError, match=r"max_steps_in_episode=0 is out of range: allowed \[1, "):
+        envs.make("Breakout-MinAtar", max_steps_in_episode=0)  # Float32-wrapped
+    assert int(envs.make("CAGE2", max_steps_in_episode=0)[1].max_steps_in_episode) == 0
