@@ -499,7 +499,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     profile = PROFILES["tiny" if args.tiny else "full" if args.full else "default"]
     if args.repeats:
         profile = dataclasses.replace(profile, repeats=args.repeats)
-    if args.env not in envs.registered_envs():
+    if not envs.is_known(args.env):
         raise UsageError(f"--env: unknown environment {args.env!r}")
     try:
         # reward.touch=0.1 -> {"reward": {"touch": 0.1}} (struct fields take mappings)

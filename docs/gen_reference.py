@@ -276,11 +276,31 @@ def cli_page() -> str:
         "with one line naming the problem and exit status 2.",
         "",
     ]
+    from jaxrl.cli import COMMANDS  # noqa: PLC0415 - the docs tool imports the project lazily
+
+    subcommands = {command.module: name for name, command in COMMANDS.items()}
+    lines += [
+        "## `jaxrl <command>`",
+        "",
+        "The installed `jaxrl` command runs each command below as a subcommand, with the same",
+        "flags and exit status (`jaxrl --help` lists them):",
+        "",
+        "| command | runs | what it does |",
+        "|---|---|---|",
+        *(
+            f"| `jaxrl {name}` | `python -m {c.module}` | {_prose(c.summary)} |"
+            for name, c in COMMANDS.items()
+        ),
+        "",
+    ]
     for module_name in CLI_MODULES:
         parser = parser_of(module_name)
         lines += [f"## `python -m {module_name}`", ""]
+        installed = [f"`jaxrl {subcommands[module_name]}`"] if module_name in subcommands else []
         if module_name in scripts:
-            lines += [f"Installed as `{scripts[module_name]}`.", ""]
+            installed.append(f"`{scripts[module_name]}`")
+        if installed:
+            lines += [f"Installed as {' and '.join(installed)}.", ""]
         if parser.description:
             lines += [textwrap.dedent(parser.description).strip(), ""]
         lines += ["| flag | default | meaning |", "|---|---|---|"]

@@ -1,7 +1,13 @@
 """Pure-JAX environments and the registry that serves them by name.
 
 ``make(name, **overrides)`` returns ``(env, env_params)`` for every gymnax environment
-(by its gymnax name, e.g. ``"CartPole-v1"``) and for the environments registered here.
+(by its gymnax name, e.g. ``"CartPole-v1"``), for the environments registered here or with
+:func:`register`, for an import path ``"my_pkg.my_module:MyEnv"`` (a class or factory, as
+gymnasium's entry points) and for the entry points of group ``jaxrl.envs`` that installed
+packages declare (``[project.entry-points."jaxrl.envs"] MyEnv-v0 = "my_pkg.envs:MyEnv"``).
+:func:`resolve` is the one lookup; every command (train, evaluate, tournament, render,
+exploit) reaches it through the config's ``env.name`` (and ``env.source``, the import path a
+run records so that a fresh process finds a registered env again).
 Keyword overrides replace fields of the env's default ``EnvParams``; a field that is itself a
 struct (e.g. Soccer's ``reward``) takes a mapping of its own fields (:func:`override_params`).
 What an env can do beyond the gymnax contract (agent slots, two teams, a renderer) it
@@ -11,6 +17,8 @@ declares as in :mod:`envs.protocols`.
 from __future__ import annotations
 
 import functools
+import importlib
+import importlib.metadata
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +26,8 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
+from envs import protocols
+from envs.domains import Interval, declare_domains
 from envs.params import nest_dotted, override_params
 from envs.probes import MemoryProbe
 from envs.wrappers import (
@@ -41,23 +51,173 @@ __all__ = [
     "abstract_step",
     "action_shape",
     "check_action_shape",
+    "ENTRY_POINT_GROUP",
+    "import_path",
+    "is_builtin",
+    "is_known",
     "make",
     "nest_dotted",
     "override_params",
     "register",
     "registered_envs",
+    "resolve",
+    "source",
     "unwrap_state",
 ]
 
-# Our own environments: name -> factory returning an un-parametrised env instance.
+# Environments registered in this process: name -> factory returning an env instance.
 _OWN_ENVS: dict[str, Callable[[], Any]] = {}
+# Names registered by this package itself (a fresh process knows them without help).
+_BUILTIN: set[str] = set()
+# Factories found by import path or entry point, loaded once per name.
+_LOADED: dict[str, Callable[[], Any]] = {}
+
+ENTRY_POINT_GROUP = "jaxrl.envs"  # [project.entry-points."jaxrl.envs"] Name = "pkg.mod:Factory"
 
 
-def register(name: str, factory: Callable[[], Any]) -> None:
-    """Register an environment factory under ``name`` (must not shadow a gymnax name)."""
-    if name in _OWN_ENVS or name in gymnax.registered_envs:
-        raise ValueError(f"environment {name!r} is already registered")
+def register(name: str, factory: Callable[[], Any], *, overwrite: bool = False) -> None:
+    """Register an environment factory (a class or function returning an env) under ``name``.
+
+    Registering the same factory again under the same name does nothing (a re-run notebook
+    cell); another factory under a taken name needs ``overwrite=True``. gymnax's names and
+    import paths (``module:attr``) cannot be registered.
+
+    Raises:
+      ValueError: ``name`` is a gymnax name or an import path, or it is taken by another
+        factory and ``overwrite`` is False.
+    """
+    if name in gymnax.registered_envs or ":" in name:
+        kind = "a gymnax environment" if ":" not in name else "an import path (module:attr)"
+        raise ValueError(f"cannot register {name!r}: it is {kind}")
+    held = _OWN_ENVS.get(name)
+    if name in _BUILTIN and held != factory:
+        raise ValueError(f"cannot register {name!r}: it is one of jaxrl's own environments")
+    if held is not None and held != factory and not overwrite:
+        raise ValueError(
+            f"environment {name!r} is already registered to {_describe(held)}; "
+            "pass overwrite=True to replace it"
+        )
     _OWN_ENVS[name] = factory
+
+
+def _describe(factory: Any) -> str:
+    return import_path(factory) or repr(factory)
+
+
+def import_path(obj: Any) -> str:
+    """``"module:qualname"`` of ``obj`` if a fresh process can import it back, else ``""``.
+
+    Functions and classes defined in ``__main__``, in a function or as lambdas have none.
+    """
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not module or not qualname or module == "__main__" or "<" in qualname:
+        return ""
+    path = f"{module}:{qualname}"
+    try:
+        return path if _load_import_path(path) is obj else ""
+    except (ImportError, AttributeError, ValueError):
+        return ""
+
+
+def _load_import_path(path: str) -> Any:
+    """The object ``"pkg.module:attr.sub"`` names (as gymnasium's entry points)."""
+    module_name, _, attr = path.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{path!r} is not an import path of the form module:attr")
+    obj = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """The ``jaxrl.envs`` entry points of the installed distributions, by name."""
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _load(name: str) -> Callable[[], Any]:
+    """The factory of an import path or an entry point ``name``, loaded once."""
+    if name not in _LOADED:
+        if ":" in name:
+            what = "import path"
+            try:
+                _LOADED[name] = _load_import_path(name)
+            except (ImportError, AttributeError) as err:
+                raise ValueError(f"env {what} {name!r}: {type(err).__name__}: {err}") from None
+        else:
+            point = _entry_points()[name]
+            dist = point.dist.name if point.dist is not None else "an installed package"
+            try:
+                _LOADED[name] = point.load()
+            except (ImportError, AttributeError) as err:
+                raise ValueError(
+                    f"env {name!r} (entry point {point.value} of {dist}): "
+                    f"{type(err).__name__}: {err}"
+                ) from None
+        if not callable(_LOADED[name]):
+            factory = _LOADED.pop(name)
+            raise ValueError(f"env {name!r}: {factory!r} is not a class or factory")
+    return _LOADED[name]
+
+
+def is_builtin(name: str) -> bool:
+    """Whether ``name`` is gymnax's or one of this package's envs (it cannot be replaced)."""
+    return name in _BUILTIN or name in gymnax.registered_envs
+
+
+def is_known(name: str) -> bool:
+    """Whether :func:`make` can find ``name`` (without importing anything)."""
+    return (
+        name in _OWN_ENVS
+        or name in gymnax.registered_envs
+        or ":" in name
+        or name in _entry_points()
+    )
+
+
+def source(name: str) -> str:
+    """What a fresh process needs to find env ``name`` again: an import path, or ``""``.
+
+    ``""`` for the envs of this package and gymnax's, and for a factory registered from
+    ``__main__`` or a notebook (nothing to import: register it again, or pass it to the
+    Python API). An import path ``name`` is its own source; an entry point gives its value.
+    """
+    if name in _BUILTIN or name in gymnax.registered_envs:
+        return ""
+    if name in _OWN_ENVS:
+        return import_path(_OWN_ENVS[name])
+    if ":" in name:
+        return name
+    point = _entry_points().get(name)
+    return point.value if point is not None else ""
+
+
+def resolve(name: str, fallback: str = "") -> Callable[[], Any]:
+    """The factory of env ``name``: the one lookup every command goes through.
+
+    Looked up in order: envs registered in this process (ours included), gymnax's names,
+    an import path ``"pkg.module:Factory"``, the ``jaxrl.envs`` entry points of installed
+    packages, and finally ``fallback`` (a run's recorded ``env.source``, an import path).
+
+    Raises:
+      ValueError: one line: an unknown name, or an import that fails.
+    """
+    if name in _OWN_ENVS:
+        return _OWN_ENVS[name]
+    if name in gymnax.registered_envs:
+        return functools.partial(_gymnax_env, name)
+    if ":" in name or name in _entry_points():
+        return _load(name)
+    if fallback:
+        try:
+            return _load(fallback)
+        except ValueError as err:
+            raise ValueError(f"unknown environment {name!r}; its recorded {err}") from None
+    raise ValueError(
+        f"unknown environment {name!r}; known: {', '.join(registered_envs())}, or an import "
+        "path module:attr"
+    )
 
 
 def _masked_cartpole() -> MaskObservation:
@@ -90,15 +250,23 @@ def _gymnax_needs_float32(name: str) -> bool:
 
 
 def registered_envs() -> list[str]:
-    """All names ``make`` accepts: gymnax's and ours."""
-    return sorted(set(gymnax.registered_envs) | set(_OWN_ENVS))
+    """All names ``make`` accepts: gymnax's, ours, those registered here and entry points."""
+    return sorted(set(gymnax.registered_envs) | set(_OWN_ENVS) | set(_entry_points()))
 
 
-def make(name: str, **overrides: Any) -> tuple[Any, Any]:
+def _gymnax_env(name: str) -> Any:
+    env, _ = gymnax.make(name)
+    return Float32(env) if _gymnax_needs_float32(name) else env
+
+
+def make(name: str, *, source: str = "", **overrides: Any) -> tuple[Any, Any]:
     """Build an environment and its params.
 
     Args:
-      name: a gymnax environment name or one registered with :func:`register`.
+      name: a gymnax environment name, one registered with :func:`register`, an import path
+        ``"pkg.module:Factory"`` or the name of a ``jaxrl.envs`` entry point (:func:`resolve`).
+      source: an import path to fall back on when ``name`` is not found (a run's
+        recorded ``env.source``).
       **overrides: replacements for fields of the env's default params
         (e.g. ``max_steps_in_episode=200``); a struct field takes a mapping of its own
         fields (``reward={"touch": 0.1}``), see :func:`override_params`.
@@ -107,17 +275,17 @@ def make(name: str, **overrides: Any) -> tuple[Any, Any]:
       ``(env, env_params)``.
 
     Raises:
-      ValueError: unknown name, or an override that does not fit the params.
+      ValueError: unknown name, a factory that does not return an env, or an override that
+        does not fit the params.
     """
-    if name in _OWN_ENVS:
-        env = _OWN_ENVS[name]()
-        params = env.default_params
-    elif name in gymnax.registered_envs:
-        env, params = gymnax.make(name)
-        if _gymnax_needs_float32(name):
-            env = Float32(env)
-    else:
-        raise ValueError(f"unknown environment {name!r}; known: {', '.join(registered_envs())}")
+    env = resolve(name, source)()
+    found = name in _OWN_ENVS or name in gymnax.registered_envs  # else imported just now
+    if not found and not isinstance(env, protocols.Env):
+        raise ValueError(
+            f"env {name!r}: its factory returned {type(env).__name__}, not a gymnax-1.x env "
+            "(reset, step, action_space, observation_space, default_params; see envs.protocols.Env)"
+        )
+    params = env.default_params
     try:
         return env, override_params(params, overrides)
     except ValueError as err:
@@ -129,17 +297,26 @@ def is_discrete(env: Any, params: Any) -> bool:
     return isinstance(env.action_space(params), gymnax.environments.spaces.Discrete)
 
 
-register("CartPole-masked-v1", _masked_cartpole)
-register("MemoryProbe", MemoryProbe)
+# gymnax's envs (and every env on its EnvParams base: MemoryProbe, a plugin's) run >= 1 step.
+declare_domains(gymnax.environments.environment.EnvParams, {"max_steps_in_episode": Interval(1)})
+
+
+def _register_builtin(name: str, factory: Callable[[], Any]) -> None:
+    register(name, factory)
+    _BUILTIN.add(name)
+
+
+_register_builtin("CartPole-masked-v1", _masked_cartpole)
+_register_builtin("MemoryProbe", MemoryProbe)
 
 from envs.soccer import Soccer  # noqa: E402 - registered after the registry is defined
 
-register("Soccer", Soccer)
+_register_builtin("Soccer", Soccer)
 
 from envs.cyber import Cage2  # noqa: E402 - registered after the registry is defined
 
-register("CAGE2", Cage2)
+_register_builtin("CAGE2", Cage2)
 
 from envs.grid import MettaArena  # noqa: E402
 
-register("MettaArena", MettaArena)
+_register_builtin("MettaArena", MettaArena)

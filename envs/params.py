@@ -5,6 +5,8 @@ Env params are (nested) ``flax.struct`` dataclasses; a field that is itself a st
 YAML. Everything that reads, replaces or checks such paths lives here: overrides
 (:func:`override_params`, :func:`nest_dotted`, :func:`flatten`), single leaves
 (:func:`get_path`, :func:`replace_path`) and config validation (:func:`check_overrides`).
+Both :func:`override_params` and :func:`check_overrides` check a value against the domain its
+field declares (:mod:`envs.domains`), so every way a value enters is checked.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+
+from envs.domains import check_value, domain_of
 
 
 def is_struct(value: Any) -> bool:
@@ -59,6 +63,7 @@ def override_params(params: Any, overrides: Mapping[str, Any], prefix: str = "")
             )
         else:  # 1 for a bool leaf, 10 for a float one (gravity=10): the leaf keeps its dtype
             value = cast_value(path, value, current)
+            check_value(path, value, domain_of(params, key))
         changes[key] = value
     return params.replace(**changes)
 
@@ -101,6 +106,20 @@ def get_path(params: Any, dotted: str) -> Any:
     for name in dotted.split("."):
         params = getattr(params, name)
     return params
+
+
+def check_leaf_values(key: str, dotted: str, values: list[Any], params: Any) -> None:
+    """Each of ``values`` must lie in the declared domain of the leaf at ``dotted``.
+
+    For values that vary per member (sweeps, PBT bounds), whose kinds are checked elsewhere.
+
+    Raises:
+      ValueError: one line naming ``key``, the value and the domain.
+    """
+    head, _, last = dotted.rpartition(".")
+    domain = domain_of(get_path(params, head) if head else params, last)
+    for value in values:
+        check_value(key, value, domain)
 
 
 def replace_path(params: Any, dotted: str, value: Any) -> Any:
@@ -156,12 +175,12 @@ def check_overrides(where: str, overrides: Any, params: Any, *, staged: bool) ->
                 f"stages (only numbers and bools stack into per-stage arrays)"
             )
         else:
-            _check_value(path, value, default)
+            _check_value(path, value, default, domain_of(params, key))
 
 
-def _check_value(key: str, value: Any, default: Any) -> None:
-    """An env parameter override must cast to its default's kind without loss."""
-    cast_value(key, value, default)
+def _check_value(key: str, value: Any, default: Any, domain: Any) -> None:
+    """An env parameter override must cast to its default's kind without loss, in its domain."""
+    check_value(key, cast_value(key, value, default), domain)
 
 
 def cast_value(key: str, value: Any, default: Any) -> Any:

@@ -9,6 +9,8 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from envs.domains import Interval, param
+
 
 @struct.dataclass
 class MemoryProbeState(environment.EnvState):
@@ -22,7 +24,7 @@ class MemoryProbeState(environment.EnvState):
 class MemoryProbeParams(environment.EnvParams):
     """Episode settings (array leaves: changing them does not recompile)."""
 
-    delay: int = 8  # blank steps between the cue and the query
+    delay: int = param(8, Interval(0))  # blank steps between the cue and the query
     max_steps_in_episode: int = 1000  # never reached: the episode ends at the query
 
 

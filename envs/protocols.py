@@ -17,6 +17,8 @@ trainer asks with ``isinstance`` against these protocols instead of probing attr
   slots of each team play (``1..team_size``).
 - :class:`RenderableEnv` (``renderer``): the import path of a module that draws the env's
   states (:class:`Renderer`), imported only when a clip is rendered.
+- :class:`Domain`: the values an ``EnvParams`` field allows, declared beside the field in
+  its metadata (:func:`envs.domains.param`) and checked wherever a value enters.
 - :class:`EntityObservation` (``entity_layout``): where an observation row lists other
   entities (cars, units) as equal-width blocks with a presence flag, so that a network can
   encode each block with shared weights and pool over the present ones
@@ -191,6 +193,20 @@ class Renderer(Protocol):
 
     def save_gif(self, frames: Sequence[np.ndarray], path: Path, fps: int = 15) -> None:
         """Write ``frames`` to a looping GIF."""
+        ...
+
+
+@runtime_checkable
+class Domain(Protocol):
+    """The values an ``EnvParams`` field allows, declared in its metadata (:mod:`envs.domains`:
+    ``Interval``, ``Choices``). Checked wherever a value enters: config, stages, lanes, flags."""
+
+    def contains(self, value: Any) -> bool:
+        """Whether ``value`` (every element of an array value) is allowed."""
+        ...
+
+    def __str__(self) -> str:
+        """The domain in words for an error line, e.g. ``[0, 1]`` or ``one of 0 (idle), ...``."""
         ...
 
 

@@ -141,6 +141,25 @@ def evaluate(
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     setup, policy, step = load_policy(run_dir, step)
+    return evaluate_policy(
+        setup, policy, step, episodes, seed, deterministic, stage, opponent, env_overrides,
+        team_size,
+    )  # fmt: skip
+
+
+def evaluate_policy(
+    setup: Setup,
+    policy: PolicyParams,
+    step: int,
+    episodes: int = 16,
+    seed: int = 0,
+    deterministic: bool = True,
+    stage: int | None = None,
+    opponent: str | None = None,
+    env_overrides: dict | None = None,
+    team_size: int | None = None,
+) -> EvalResult | list[EvalResult]:
+    """:func:`evaluate` of a policy in hand (``[R]`` leaves for a run of several members)."""
     opponent_kind = None if opponent is None else scripted_kind(setup, opponent)
     env_params = play_params(setup, stage, env_overrides, team_size)
 
@@ -223,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             envs.nest_dotted(parse_overrides(args.env_param)),
             args.team_size,
         )
-    except (CheckpointError, ConfigError, ValueError) as err:
+    except (ConfigError, ValueError) as err:  # bad input: a flag or a value out of range
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except CheckpointError as err:
         line, status = error_line(err, "--step")  # an unreadable checkpoint: 2, a step to pick
         print(f"error: {line}", file=sys.stderr)
         return status
@@ -258,6 +280,11 @@ def _member_json(result: EvalResult) -> dict:
     data = result.to_dict()
     return {"seed": data.pop("seed"), **data}
 
+
+if __name__ != "__main__":  # jaxrl.evaluate(...) calls the Python API (jaxrl.api.evaluate)
+    from jaxrl.api import EvaluateModule
+
+    sys.modules[__name__].__class__ = EvaluateModule
 
 if __name__ == "__main__":
     sys.exit(main())

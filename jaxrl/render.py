@@ -86,16 +86,16 @@ def build_parser() -> argparse.ArgumentParser:
     """Command line of ``python -m jaxrl.render``."""
     parser = argparse.ArgumentParser(prog="python -m jaxrl.render", description=__doc__)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--run-dir", help="a soccer run directory written by jaxrl.train")
+    source.add_argument(
+        "--run-dir", help="a run directory written by jaxrl.train (its env has a renderer)"
+    )
     source.add_argument(
         "--rule-policy", action="store_true", help="blue plays the scripted RulePolicy"
     )
     parser.add_argument("--out", required=True, help="output GIF path")
     parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
     parser.add_argument("--stage", type=int, help="curriculum stage (default: the last)")
-    parser.add_argument(
-        "--env-kwargs", default="{}", help="YAML mapping of Soccer EnvParams overrides"
-    )
+    parser.add_argument("--env-kwargs", default="{}", help="YAML mapping of EnvParams overrides")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the clip")
     parser.add_argument("--fps", type=int, default=15, help="GIF frames per second")
     parser.add_argument("--seed", type=int, default=0, help="episode seed")
@@ -137,7 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             states = play(setup, policy, env_params, key, num_steps, not args.stochastic)
         frames = render.render_frames(jax.device_get(states), env_params)
         render.save_gif(frames, Path(args.out), fps=args.fps)
-    except (ConfigError, CheckpointError, ValueError, yaml.YAMLError) as err:
+    except (ConfigError, ValueError, yaml.YAMLError) as err:  # bad input: exit 2
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except CheckpointError as err:
         line, status = error_line(err, "--step")  # an unreadable checkpoint: 2, a step to pick
         print(f"error: {line}", file=sys.stderr)
         return status

@@ -15,9 +15,9 @@ from typing import Protocol, runtime_checkable
 import jax
 
 from jaxrl.config import Config
+from jaxrl.pbt import pbt_spec
 from jaxrl.pbt import summary as pbt_summary
 from jaxrl.setup import Setup
-from jaxrl.pbt import pbt_spec
 
 
 @runtime_checkable
@@ -187,9 +187,10 @@ def done_line(
     compile_s: float,
     final: float,
     status: str,
-    run_dir: Path,
+    run_dir: Path | None,
 ) -> str:
-    """The line a finished run prints: steps, speed, last return, feature status, run dir."""
+    """The line a finished run prints: steps, speed, last return, feature status, run dir
+    (``None``: an in-memory run, :func:`jaxrl.train` with ``run_dir=None``)."""
     per_member = " per member" if members > 1 else ""
     return (
         f"done: {env_steps:,} env steps"
@@ -197,7 +198,7 @@ def done_line(
         + f", {sps:,.0f} env steps/s{per_member} after {compile_s:.1f} s compile, "
         f"last episode return {final:.4g}"
         + (f", {status}" if status else "")
-        + f"; run dir {run_dir}"
+        + (f"; run dir {run_dir}" if run_dir is not None else "; in memory, nothing written")
     )
 
 

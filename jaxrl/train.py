@@ -318,6 +318,44 @@ def train(
             ) from None
 
 
+class _NoCheckpoints:
+    """The checkpointer of a run trained in memory: nothing is saved."""
+
+    directory = "nowhere (trained in memory)"
+
+    def latest_step(self) -> None:
+        return None
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        del args, kwargs  # nothing is written
+
+    def close(self) -> None:
+        pass
+
+
+def train_in_memory(config: Config, quiet: bool = False) -> TrainResult:
+    """Train ``config`` writing nothing: no run directory, TensorBoard events or checkpoints.
+
+    Behind ``jaxrl.train(..., run_dir=None)``; returns the trained runner state and the
+    metrics of every chunk. A signal (Ctrl-C) stops it with a ``KeyboardInterrupt``; nothing
+    is kept.
+    """
+    try:
+        with _Signals() as signals:
+            setup, runner = _in_worker(_build, config)
+            if not quiet:  # the summary less its checkpoint line: nothing is saved
+                summary = run_summary(config, setup, Path("none: in memory"), 0, runner.features)
+                lines = summary.splitlines()
+                print("\n".join(x for x in lines if not x.startswith("  checkpoints")), flush=True)
+            loggers = [NullLogger() for _ in setup.members.names]
+            return _loop(config, setup, runner, _NoCheckpoints(), loggers, None, quiet, signals)
+    except TrainingInterrupted as stop:
+        raise KeyboardInterrupt(
+            f"training in memory stopped by signal {stop.signum}: nothing is kept (give "
+            "run_dir= to checkpoint and resume)"
+        ) from None
+
+
 def _train(
     config: Config | None,
     run_dir: Path,
@@ -721,7 +759,8 @@ def _finish(
             "members stopped by non-finite updates (train.max_nonfinite_updates="
             f"{config.train.max_nonfinite_updates}): "
             + ", ".join(f"{n} at update {u}" for n, u in tally.stopped.items())
-            + f"; the others trained to the end; checkpoints in {run_dir / 'checkpoints'}"
+            + "; the others trained to the end"
+            + (f"; checkpoints in {run_dir / 'checkpoints'}" if run_dir is not None else "")
         )
     return TrainResult(
         runner=runner, history=tally.history, compile_s=compile_s, sps=sps, run_dir=run_dir
@@ -803,6 +842,11 @@ def interrupted_exit(stop: TrainingInterrupted) -> int:
         os._exit(128 + stop.signum)
     return 128 + stop.signum
 
+
+if __name__ != "__main__":  # jaxrl.train(...) calls the Python API (jaxrl.api.train)
+    from jaxrl.api import TrainModule
+
+    sys.modules[__name__].__class__ = TrainModule
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -84,6 +84,16 @@ def test_every_command_with_a_parser_is_generated():
     )
 
 
+def test_every_jaxrl_subcommand_is_generated():
+    from jaxrl.cli import COMMANDS
+
+    missing = {c.module for c in COMMANDS.values()} - set(gen.CLI_MODULES)
+    assert not missing, f"jaxrl subcommands whose module is not in CLI_MODULES: {sorted(missing)}"
+    page = (ROOT / "docs" / "reference" / "cli.md").read_text()
+    for name in COMMANDS:
+        assert f"`jaxrl {name}`" in page, name
+
+
 def test_meaning_reads_the_comment_above_a_long_field():
     from jaxrl.config import NetworkConfig, PBTConfig, PPOConfig
 

@@ -112,6 +112,6 @@ def test_play_steps_keep_the_start_and_every_step(cartpole):
 def test_render_refuses_bad_input_in_one_line(tmp_path, capsys):
     out = str(tmp_path / "rule.gif")
     for bad in (["--env-kwargs", "{blue_sizes: 2}"], ["--env-kwargs", "[1]"]):
-        assert render.main(["--rule-policy", "--out", out, *bad]) == 1
+        assert render.main(["--rule-policy", "--out", out, *bad]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err

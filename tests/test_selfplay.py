@@ -436,6 +436,7 @@ def test_evaluate_picks_the_opponent_and_team_size(selfplay_run):
     )
     assert result.episodes == 4 and set(result.outcomes) >= {"win", "draw", "loss"}
     assert result.mean_length == 24.0
-    assert main(["--run-dir", str(selfplay_run.run_dir), "--opponent", "champion"]) == 1
-    assert main(["--run-dir", str(selfplay_run.run_dir), "--env-param", "blue_sizes=2"]) == 1
-    assert main(["--run-dir", str(selfplay_run.run_dir), "--team-size", "4"]) == 1
+    # bad input: exit 2 (a checkpoint problem would be 1)
+    assert main(["--run-dir", str(selfplay_run.run_dir), "--opponent", "champion"]) == 2
+    assert main(["--run-dir", str(selfplay_run.run_dir), "--env-param", "blue_sizes=2"]) == 2
+    assert main(["--run-dir", str(selfplay_run.run_dir), "--team-size", "4"]) == 2

@@ -169,7 +169,7 @@ def test_evaluate_env_param_is_cast_to_the_leaf_dtype(two_runs, capsys):
     # 5 steps are too few to drop the pole (12 degrees): every episode is cut at 5, return 5
     assert short.returns == (5.0, 5.0)
     argv = ["--run-dir", str(run_dir), "--episodes", "2", "--env-param"]
-    assert main([*argv, "max_steps_in_episode=0.5"]) == 1
+    assert main([*argv, "max_steps_in_episode=0.5"]) == 2  # bad input
     err = capsys.readouterr().err
     assert err == (
         "error: --env-param max_steps_in_episode: expected int, got 0.5 (not a whole number)\n"

@@ -120,9 +120,11 @@ from gymnax.environments import environment, spaces
 
 from envs.cyber import red
 from envs.cyber import tables as tb
+from envs.domains import UNIT, Choices, param
 
 OBS_MODES = ("table", "extended", "history")
 ACTION_SETS = ("full", "reduced")  # CybORG's 145 actions | CardiffUni's 36 (tables.REDUCED_*)
+RED_AGENTS = Choices({-1: "drawn per episode", 0: "Sleep", 1: "B_line", 2: "Meander"})
 TABLE_DIM = 4 * tb.NUM_HOSTS  # 52
 EXTENDED_DIM = TABLE_DIM + 2 * tb.NUM_HOSTS + 1  # 79
 # Blue's last action: kinds (Sleep/Monitor, Analyse, Remove, Decoy, Restore) and host.
@@ -142,13 +144,13 @@ REWARD_TERMS = ("access", "impact", "restore")
 class EnvParams(struct.PyTreeNode):
     """Episode settings. Every field but ``obs_mode`` is an array leaf (no recompiles)."""
 
-    red_agent: int = 1  # 0 Sleep, 1 B_line, 2 Meander, -1 drawn per episode
-    red_bline_prob: float = 0.5  # red_agent=-1: probability of B_line (else Meander)
+    red_agent: int = param(1, RED_AGENTS)  # 0 Sleep, 1 B_line, 2 Meander, -1 drawn per episode
+    red_bline_prob: float = param(0.5, UNIT)  # red_agent=-1: probability of B_line (else Meander)
     max_steps_in_episode: int = 100  # episode length; <= 0 draws 30, 50 or 100 per episode
     fix_bugs: bool = False  # False keeps CybORG 2.1's score-changing bugs
     green_agent: bool = False  # True: CybORG's GreenAgent port-scans half the time
-    obs_mode: str = struct.field(pytree_node=False, default="table")  # table|extended|history
-    action_set: str = struct.field(pytree_node=False, default="full")  # full | reduced
+    obs_mode: str = param("table", Choices({m: m for m in OBS_MODES}), pytree_node=False)
+    action_set: str = param("full", Choices({a: a for a in ACTION_SETS}), pytree_node=False)
 
     def __post_init__(self):
         if self.obs_mode not in OBS_MODES:

@@ -78,6 +78,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from envs.domains import NON_NEGATIVE, Choices, Interval, param
 from envs.grid import rules as grid_rules
 from envs.grid.rules import Rules, World
 
@@ -90,6 +91,7 @@ TYPE_AGENT, TYPE_WALL, TYPE_CONVERTER0 = 0, 1, 2  # one-hot slots; converter kin
 
 HEARTS, SHAPED = 0, 1
 REWARD_MODES = {"hearts": HEARTS, "shaped": SHAPED}
+REWARD_MODE_CHOICES = Choices({HEARTS: "hearts", SHAPED: "shaped"})
 _UNCAPPED = np.float32(1e9)
 _WEIGHTS = np.array(
     [[0.0, 0.0, 1.0, 0.0, 0.0], [0.1, 0.8, 1.0, 0.5, 0.5]], np.float32
@@ -173,21 +175,23 @@ class EnvParams(struct.PyTreeNode):
     ``reward_mode`` also accepts the names ``"hearts"`` and ``"shaped"`` (YAML configs).
     """
 
-    max_steps_in_episode: jax.Array = np.int32(1000)  # () episode length
-    reward_mode: jax.Array = np.int32(HEARTS)  # () 0 hearts, 1 shaped (see module docstring)
-    recipe_in: jax.Array = struct.field(
-        default_factory=lambda: grid_rules.RECIPE_IN.copy()
+    max_steps_in_episode: jax.Array = param(np.int32(1000), Interval(1))  # () episode length
+    reward_mode: jax.Array = param(np.int32(HEARTS), REWARD_MODE_CHOICES)  # () see module doc
+    recipe_in: jax.Array = param(
+        domain=NON_NEGATIVE, default_factory=lambda: grid_rules.RECIPE_IN.copy()
     )  # [5, 5]
-    recipe_out: jax.Array = struct.field(
-        default_factory=lambda: grid_rules.RECIPE_OUT.copy()
+    recipe_out: jax.Array = param(
+        domain=NON_NEGATIVE, default_factory=lambda: grid_rules.RECIPE_OUT.copy()
     )  # [5, 5]
-    cooldown: jax.Array = struct.field(default_factory=lambda: grid_rules.COOLDOWN.copy())  # [5]
-    conversion_ticks: jax.Array = np.int32(1)  # () steps from start to output, >= 1
-    max_output: jax.Array = np.int32(5)  # () outputs a converter holds before it stops
-    inventory_limit: jax.Array = struct.field(
-        default_factory=lambda: grid_rules.INVENTORY_LIMIT.copy()
+    cooldown: jax.Array = param(
+        domain=NON_NEGATIVE, default_factory=lambda: grid_rules.COOLDOWN.copy()
+    )  # [5]
+    conversion_ticks: jax.Array = param(np.int32(1), Interval(1))  # () steps from start to output
+    max_output: jax.Array = param(np.int32(5), Interval(1))  # () outputs a converter holds
+    inventory_limit: jax.Array = param(
+        domain=NON_NEGATIVE, default_factory=lambda: grid_rules.INVENTORY_LIMIT.copy()
     )  # [5] agents' caps
-    freeze_duration: jax.Array = np.int32(10)  # () actions a hit agent loses
+    freeze_duration: jax.Array = param(np.int32(10), NON_NEGATIVE)  # () actions a hit agent loses
 
     def __post_init__(self):
         """Map a reward mode name to its code and cast Python scalars/lists to the leaf dtypes."""

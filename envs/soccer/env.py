@@ -83,6 +83,7 @@ import yaml
 from flax import struct
 from gymnax.environments import environment, spaces
 
+from envs.domains import NON_NEGATIVE, UNIT, Choices, Interval, param
 from envs.protocols import EntityGroup, EntityLayout
 from envs.soccer import physics
 from envs.soccer.physics import (
@@ -107,6 +108,9 @@ from envs.soccer.physics import (
 # The scripted policy kinds (``EnvParams.opponent_kind``) and the policies themselves; the
 # rule_policy module reads only physics, so this import runs one way.
 from envs.soccer.rule_policy import IDLE, RANDOM, RULE, scripted_team_actions
+
+OPPONENT_KINDS = Choices({IDLE: "idle", RULE: "RulePolicy", RANDOM: "random"})
+TEAM_SIZE = Interval(0, MAX_PER_TEAM)  # active cars a side
 
 NUM_TEAMS = 2
 # The teammate and opponent blocks of an observation row (module docstring), each led by its
@@ -163,8 +167,9 @@ class RewardWeights(struct.PyTreeNode):
     ball_goal_potential: jax.Array = np.float32(1.0)  # x (gamma * phi(s') - phi(s))
     boost_use: jax.Array = np.float32(-0.01)  # x fraction of the step spent boosting
     time: jax.Array = np.float32(-0.001)  # x 1 every step
-    team_spirit: jax.Array = np.float32(0.3)  # blend: (1 - ts) * own + ts * team mean
-    potential_gamma: jax.Array = np.float32(1.0)  # gamma of the potential shaping (1: difference)
+    team_spirit: jax.Array = param(np.float32(0.3), UNIT)  # blend: (1 - ts) * own + ts * team mean
+    # gamma of the potential shaping (1: difference)
+    potential_gamma: jax.Array = param(np.float32(1.0), UNIT)
     sparse: jax.Array = np.bool_(False)  # keep only the goal terms
     # The touch term pays a car only when it was not the ball's last toucher (see
     # ``new_touches``): dribbling, pinning or tapping the ball pays once until another car
@@ -185,14 +190,14 @@ class EnvParams(struct.PyTreeNode):
     rendering. Python lists given for ``team_size_weights`` become float32 [3] arrays.
     """
 
-    max_steps_in_episode: jax.Array = np.int32(900)  # () match clock in env steps (60 s)
-    blue_size: jax.Array = np.int32(1)  # () active blue cars, 0..3 (without team_size_weights)
-    orange_size: jax.Array = np.int32(1)  # () active orange cars, 0..3 (likewise)
+    max_steps_in_episode: jax.Array = param(np.int32(900), Interval(1))  # () clock, steps (60 s)
+    blue_size: jax.Array = param(np.int32(1), TEAM_SIZE)  # () active blue cars (w/o weights)
+    orange_size: jax.Array = param(np.int32(1), TEAM_SIZE)  # () active orange cars (likewise)
     # [3] p(n v n) for n = 1, 2, 3, up to scale, drawn at every reset; all zero (the default):
     # blue_size and orange_size apply instead.
-    team_size_weights: jax.Array = array_field([0.0, 0.0, 0.0], np.float32)
-    opponent_kind: jax.Array = np.int32(RULE)  # () scripted opponent: 0 idle, 1 Rule, 2 random
-    opponent_skill: jax.Array = np.float32(1.0)  # () its p(random action) per car = 1 - skill
+    team_size_weights: jax.Array = array_field([0.0, 0.0, 0.0], np.float32, NON_NEGATIVE)
+    opponent_kind: jax.Array = param(np.int32(RULE), OPPONENT_KINDS)  # () scripted opponent
+    opponent_skill: jax.Array = param(np.float32(1.0), UNIT)  # () p(random action) = 1 - skill
     goal_ends_episode: jax.Array = np.bool_(False)  # () a goal terminates (else: kickoff)
     # () list each car's teammates and opponents nearest first (inactive ones last), instead of
     # in slot order: a canonical order, so the policy need not learn every permutation.

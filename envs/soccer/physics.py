@@ -28,6 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from envs.domains import DOMAIN_KEY, NON_NEGATIVE, POSITIVE, UNIT, param
+from envs.protocols import Domain
+
 # --- Geometry (static: it fixes nothing about shapes, but rendering and normalisation use it) ---
 HALF_WIDTH = 4.0  # field half-width (x)
 HALF_LENGTH = 5.0  # field half-length (y), goal line to centre
@@ -70,16 +73,18 @@ KICKOFF_LAYOUTS = np.stack(
 KICKOFF_JITTER = 0.1  # uniform +- jitter of each blue kickoff x (mirrored onto orange)
 
 
-def array_field(values, dtype) -> dataclasses.Field:
+def array_field(values, dtype, domain: Domain | None = None) -> dataclasses.Field:
     """A struct field whose default is the numpy array ``values`` of ``dtype`` (a pytree leaf).
 
     :func:`cast_python_scalars` casts Python lists and tuples given for it (a config file's
     ``[0.5, 0.25, 0.25]``) to a numpy array of ``dtype``, so they trace like the default.
+    ``domain``: the values each element allows (:mod:`envs.domains`).
     """
     default = np.asarray(values, dtype)
-    return struct.field(
-        default_factory=lambda: default.copy(), metadata={"array_dtype": np.dtype(dtype)}
-    )
+    metadata = {"array_dtype": np.dtype(dtype)}
+    if domain is not None:
+        metadata[DOMAIN_KEY] = domain
+    return struct.field(default_factory=lambda: default.copy(), metadata=metadata)
 
 
 def cast_python_scalars(obj: struct.PyTreeNode) -> None:
@@ -107,27 +112,36 @@ def cast_python_scalars(obj: struct.PyTreeNode) -> None:
 class PhysicsParams(struct.PyTreeNode):
     """Dynamics constants; every field is a () float32 leaf, so they can vary without retracing."""
 
-    car_mass: jax.Array = np.float32(1.0)
-    ball_mass: jax.Array = np.float32(0.3)
-    car_accel: jax.Array = np.float32(2.0)  # throttle acceleration, m/s^2
-    brake_accel: jax.Array = np.float32(4.0)  # throttle against the motion, m/s^2
-    boost_accel: jax.Array = np.float32(3.0)  # extra forward acceleration while boosting
-    max_speed: jax.Array = np.float32(1.4)  # throttle cannot push the car faster than this
-    boost_max_speed: jax.Array = np.float32(2.3)  # hard speed cap for cars
-    car_drag: jax.Array = np.float32(0.3)  # linear drag, 1/s
-    lateral_friction: jax.Array = np.float32(10.0)  # decay rate of sideways (skid) velocity, 1/s
-    turn_radius_min: jax.Array = np.float32(0.35)  # turning radius at standstill
-    turn_radius_per_speed: jax.Array = np.float32(0.3)  # radius growth per m/s of speed
-    pivot_speed: jax.Array = np.float32(0.25)  # lets a stopped car still turn (unsticks walls)
-    ball_drag: jax.Array = np.float32(0.3)  # 1/s
-    ball_max_speed: jax.Array = np.float32(6.0)
-    restitution_ball_wall: jax.Array = np.float32(0.6)
-    restitution_car_ball: jax.Array = np.float32(0.8)
-    restitution_car_car: jax.Array = np.float32(0.3)
-    restitution_car_wall: jax.Array = np.float32(0.1)
-    boost_use_rate: jax.Array = np.float32(1.0 / 3.0)  # meter per second of boosting (full = 3 s)
-    boost_regen_rate: jax.Array = np.float32(0.05)  # passive refill per second (no pads)
-    kickoff_boost: jax.Array = np.float32(1.0 / 3.0)  # meter at every kickoff
+    car_mass: jax.Array = param(np.float32(1.0), POSITIVE)
+    ball_mass: jax.Array = param(np.float32(0.3), POSITIVE)
+    car_accel: jax.Array = param(np.float32(2.0), NON_NEGATIVE)  # throttle acceleration, m/s^2
+    # throttle against the motion, m/s^2
+    brake_accel: jax.Array = param(np.float32(4.0), NON_NEGATIVE)
+    # extra forward acceleration while boosting
+    boost_accel: jax.Array = param(np.float32(3.0), NON_NEGATIVE)
+    # throttle cannot push the car faster than this
+    max_speed: jax.Array = param(np.float32(1.4), POSITIVE)
+    boost_max_speed: jax.Array = param(np.float32(2.3), POSITIVE)  # hard speed cap for cars
+    car_drag: jax.Array = param(np.float32(0.3), NON_NEGATIVE)  # linear drag, 1/s
+    # decay rate of sideways (skid) velocity, 1/s
+    lateral_friction: jax.Array = param(np.float32(10.0), NON_NEGATIVE)
+    # turning radius at standstill
+    turn_radius_min: jax.Array = param(np.float32(0.35), NON_NEGATIVE)
+    # radius growth per m/s of speed
+    turn_radius_per_speed: jax.Array = param(np.float32(0.3), NON_NEGATIVE)
+    # lets a stopped car still turn (unsticks walls)
+    pivot_speed: jax.Array = param(np.float32(0.25), NON_NEGATIVE)
+    ball_drag: jax.Array = param(np.float32(0.3), NON_NEGATIVE)  # 1/s
+    ball_max_speed: jax.Array = param(np.float32(6.0), POSITIVE)
+    restitution_ball_wall: jax.Array = param(np.float32(0.6), UNIT)
+    restitution_car_ball: jax.Array = param(np.float32(0.8), UNIT)
+    restitution_car_car: jax.Array = param(np.float32(0.3), UNIT)
+    restitution_car_wall: jax.Array = param(np.float32(0.1), UNIT)
+    # meter per second of boosting (full = 3 s)
+    boost_use_rate: jax.Array = param(np.float32(1.0 / 3.0), NON_NEGATIVE)
+    # passive refill per second (no pads)
+    boost_regen_rate: jax.Array = param(np.float32(0.05), NON_NEGATIVE)
+    kickoff_boost: jax.Array = param(np.float32(1.0 / 3.0), UNIT)  # meter at every kickoff
 
     def __post_init__(self):
         """Cast Python scalars to the leaf dtypes (see :func:`cast_python_scalars`)."""

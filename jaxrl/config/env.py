@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 class EnvConfig:
     """Which environment and how many instances."""
 
-    name: str = "CartPole-v1"  # registered env name (gymnax name or ours)
+    name: str = "CartPole-v1"  # env name (gymnax, ours, a jaxrl.envs entry point) or module:attr
+    # import path of the env's factory, recorded by train when a fresh process could not find
+    # env.name by itself (an env registered from Python); "" for every other env
+    source: str = ""
     num_envs: int = 4  # parallel env instances (vmapped)
     kwargs: dict[str, Any] = field(default_factory=dict)  # overrides of the env's EnvParams
     action_repeat: int = 1  # env steps per agent decision; rewards summed
@@ -39,11 +42,19 @@ def build_env(config: Config) -> BuiltEnv:
     import envs  # noqa: PLC0415 - keep config importable without building envs
 
     env = config.env
+    close = suggest(env.name, envs.registered_envs())
     require(
-        env.name in envs.registered_envs(),
-        f"env.name: unknown environment {env.name!r}" + suggest(env.name, envs.registered_envs()),
-    )
-    base_env, default_params = envs.make(env.name)
+        envs.is_known(env.name) or bool(env.source),
+        f"env.name: unknown environment {env.name!r}"
+        + (close or " (give an import path module:attr, install a jaxrl.envs plugin, or, for "
+           "an env registered from Python, register it again or pass env= to the Python API)"),
+    )  # fmt: skip
+    try:
+        base_env, default_params = envs.make(env.name, source=env.source)
+        if env.source and not envs.is_known(env.name):  # the recorded factory, for every
+            envs.register(env.name, envs.resolve(env.name, env.source))  # later envs.make
+    except ValueError as err:
+        raise ConfigError(f"env.name: {err}") from None
     check_env_overrides("env.kwargs", env.kwargs, default_params, staged=False)
     try:
         params = envs.override_params(default_params, env.kwargs)

@@ -220,9 +220,18 @@ def load_run_config(run_dir: str | Path) -> Config:
 
 def save_config(config: Config, path: str | Path, history: tuple[str, ...] = ()) -> None:
     """Write the resolved config as YAML (loadable by :func:`load_config`), with ``history``
-    as ``# `` comment lines at its top (what resuming changed, see :func:`config_history`)."""
+    as ``# `` comment lines at its top (what resuming changed, see :func:`config_history`).
+
+    An env a fresh process would not find by its name (one registered from Python) gets its
+    factory's import path recorded as ``env.source`` (:func:`envs.source`).
+    """
+    data = config.to_dict()
+    if not config.env.source:
+        import envs  # noqa: PLC0415 - keep config importable without building envs
+
+        data["env"]["source"] = envs.source(config.env.name)
     header = "".join(f"# {line}\n" for line in history)
-    Path(path).write_text(header + yaml.safe_dump(config.to_dict(), sort_keys=False))
+    Path(path).write_text(header + yaml.safe_dump(data, sort_keys=False))
 
 
 def config_history(path: str | Path) -> tuple[str, ...]:

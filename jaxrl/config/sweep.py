@@ -75,12 +75,19 @@ def member_kind(where: str, key: str, values: list[float], env_params: Any) -> s
             require(rule(float(value)), f"{where}: every value must be {text}, got {value}")
         return "float"
     if key.startswith(ENV_PREFIX):
+        from envs.params import check_leaf_values  # noqa: PLC0415 - envs imports gymnax
         from jaxrl.hyper import check_env_values  # noqa: PLC0415 - hyper imports jax
 
         try:
-            return check_env_values(key, values, env_params)
+            kind = check_env_values(key, values, env_params)
         except ValueError as err:
             raise ConfigError(f"{where}: {str(err).removeprefix(f'{key}: ')}") from None
+        try:  # the env's declared domain (envs.domains), as for env.kwargs
+            shown = [int(v) for v in values] if kind == "int" else values  # 7, not 7.0
+            check_leaf_values(where, key[len(ENV_PREFIX) :], shown, env_params)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        return kind
     raise ConfigError(
         f"{where}: {key!r} cannot vary per member (one of {', '.join(SWEEPABLE)}, or an env "
         f"parameter as {ENV_PREFIX}<parameter>)" + suggest(key, list(SWEEPABLE))

@@ -1,0 +1,399 @@
+"""The Python API: :func:`train`, :func:`evaluate` and :func:`load_policy`, as ``jaxrl.<name>``.
+
+    import jaxrl
+
+    result = jaxrl.train("configs/cartpole.yaml", overrides=["train.total_steps=20000"])
+    result.history[-1]["rollout/episode_return"]          # trained in memory: no files
+    jaxrl.evaluate(result, episodes=32).mean_return
+
+    jaxrl.train(config, env=MyEnv, run_dir="runs/mine")    # as the CLI: config, events, checkpoints
+    policy = jaxrl.load_policy("runs/mine")
+    action = jax.jit(policy.act)(policy.params, obs, key)  # obs [B, *obs]: one row per agent
+
+``jaxrl.train`` and ``jaxrl.evaluate`` are also the modules of ``python -m jaxrl.train`` and
+``python -m jaxrl.evaluate``: those modules are callable (:class:`TrainModule`,
+:class:`EvaluateModule`) and call the functions here. This module imports nothing heavy at
+import time; each function imports what it needs. Errors name keyword arguments
+(``overwrite=True``), not command-line flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jaxrl.acting import PolicyParams
+    from jaxrl.config import Config
+    from jaxrl.evaluate import EvalResult
+    from jaxrl.types import RunnerState
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOutput:
+    """What :func:`train` returns."""
+
+    state: RunnerState  # the trained runner state (params, optimiser, env states, features)
+    history: list[dict[str, Any]]  # one row per logged chunk: env_steps, update, metrics
+    config: Config  # the run's config (env.name as resolved, overrides applied)
+    run_dir: Path | None  # None: trained in memory, nothing written
+    compile_s: float  # seconds to compile the chunk step
+    sps: float  # env steps per second of one member after compile
+
+    @property
+    def policy(self) -> PolicyParams:
+        """The trained policy (network params and observation normaliser)."""
+        from jaxrl.acting import PolicyParams  # noqa: PLC0415
+
+        return PolicyParams(params=self.state.params, obs_stats=self.state.obs_stats)
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """A restored policy for deployment.
+
+    ``act(params, obs, key) -> action`` is pure and jittable: ``obs`` is ``[B, *obs]`` raw
+    observations (one row per agent slot of a multi-agent env), ``action`` ``[B, *action]``.
+    A recurrent network acts with ``step(params, hidden, obs, is_first, key) -> (action,
+    hidden)`` from ``initial_hidden(B)`` instead (``is_first`` [B] bool resets a row).
+    """
+
+    act: Callable[[Any, Any, Any], Any]
+    step: Callable[[Any, Any, Any, Any, Any], tuple[Any, Any]]
+    initial_hidden: Callable[[int], Any]
+    params: PolicyParams  # pass as act's first argument
+    checkpoint_step: int  # the update of the checkpoint restored
+    config: Config
+    recurrent: bool  # True: use step and initial_hidden; act refuses
+
+
+# ----------------------------------------------------------------------------- train
+
+
+def train(
+    config: Config | str | Path | dict | None = None,
+    *,
+    env: Any = None,
+    overrides: Sequence[str] = (),
+    run_dir: str | Path | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    quiet: bool = False,
+) -> TrainOutput:
+    """Train a PPO agent.
+
+    Args:
+      config: a :class:`jaxrl.config.Config`, a YAML file, a nested dict, or None (defaults).
+      env: the environment, overriding ``env.name``: a registered name or import path
+        (``"my_pkg.envs:MyEnv"``), a class or factory (its import path is used when a fresh
+        process can import it, so that the CLI finds the run's env again), or an env instance
+        (registered in this process under its class name).
+      overrides: ``"section.key=value"`` strings, as on the command line.
+      run_dir: None trains in memory and writes nothing (no run directory, TensorBoard
+        events or checkpoints); a directory trains as ``python -m jaxrl.train`` does.
+      overwrite: replace a run already in ``run_dir``.
+      resume: continue the run in ``run_dir`` from its latest checkpoint (its saved config;
+        ``config``, ``env`` and ``overrides`` must be left out).
+      quiet: no summary or progress bar.
+
+    Raises:
+      jaxrl.config.ConfigError: a bad config value (one line naming the key).
+      jaxrl.train.TrainingError: a refused run directory, non-finite training, ...
+    """
+    from jaxrl import train as train_module  # noqa: PLC0415
+
+    if resume:
+        if run_dir is None or config is not None or env is not None or overrides:
+            raise train_module.TrainingError(
+                "resume=True needs run_dir= and takes no config, env or overrides (the run's "
+                "saved config.yaml is used)"
+            )
+        from jaxrl.config import load_config  # noqa: PLC0415
+
+        result = train_module.train(run_dir=run_dir, resume=True, quiet=quiet)
+        return _output(result, load_config(Path(run_dir) / "config.yaml"), run_dir)
+    config = resolve_config(config, env, overrides)
+    if run_dir is None:
+        return _output(train_module.train_in_memory(config, quiet=quiet), config, None)
+    run_dir = Path(run_dir)
+    if run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
+        raise train_module.TrainingError(
+            f"run directory {run_dir} already holds a run; continue it with resume=True or "
+            "replace it with overwrite=True"
+        )
+    result = train_module.train(config, run_dir, overwrite=overwrite, quiet=quiet)
+    return _output(result, config, run_dir)
+
+
+def _output(result: Any, config: Config, run_dir: str | Path | None) -> TrainOutput:
+    """:class:`TrainOutput` of a :class:`jaxrl.train.TrainResult`."""
+    return TrainOutput(
+        state=result.runner,
+        history=result.history,
+        config=config,
+        run_dir=None if run_dir is None else Path(run_dir),
+        compile_s=result.compile_s,
+        sps=result.sps,
+    )
+
+
+def resolve_config(
+    config: Config | str | Path | dict | None, env: Any = None, overrides: Sequence[str] = ()
+) -> Config:
+    """The validated :class:`Config` of :func:`train`'s arguments (``env`` registered first)."""
+    from jaxrl.config import config_from_dict, load_config, parse_overrides  # noqa: PLC0415
+    from jaxrl.config.loader import _set_path  # noqa: PLC0415 - the loader's override writer
+
+    overrides = list(overrides)
+    if env is not None:
+        overrides.append(f"env.name={env_name(env)}")
+    if config is None or isinstance(config, (str, Path)):
+        return load_config(config, overrides)
+    data = config if isinstance(config, dict) else config.to_dict()
+    data = _deep_copy(data)
+    for key, value in parse_overrides(overrides):
+        _set_path(data, key, value)
+    if env is not None:
+        data.setdefault("env", {}).pop("source", None)  # the new env's own source
+    return config_from_dict(data)
+
+
+def _deep_copy(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _deep_copy(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_deep_copy(v) for v in data]
+    return data
+
+
+@dataclasses.dataclass(frozen=True)
+class _Instance:
+    """A factory returning one given env instance (equal for the same instance)."""
+
+    env: Any
+
+    def __call__(self) -> Any:
+        return self.env
+
+
+def env_name(env: Any) -> str:
+    """The ``env.name`` that finds ``env``, registering it in this process when needed.
+
+    A string is a name or an import path already. A class or factory that a fresh process can
+    import is named by its import path (``"my_pkg.envs:MyEnv"``); one defined in ``__main__``
+    or a notebook, and an env instance, are registered under their (class) name, replacing an
+    earlier registration of that name.
+    """
+    import envs  # noqa: PLC0415
+    from envs import protocols  # noqa: PLC0415
+
+    if isinstance(env, str):
+        return env
+    if isinstance(env, protocols.Env) and not isinstance(env, type):
+        name = type(env).__name__
+        if envs.is_builtin(name):  # an instance of one of our envs, maybe not as registered
+            name = f"{name}-instance"
+        envs.register(name, _Instance(env), overwrite=True)
+        return name
+    if callable(env):
+        return _factory_name(env)
+    raise TypeError(
+        f"env= takes a name, an import path, a class or factory, or an env instance; got "
+        f"{type(env).__name__}"
+    )
+
+
+def _factory_name(factory: Callable[[], Any]) -> str:
+    """The import path of a class or factory, else its name (registered in this process)."""
+    import inspect  # noqa: PLC0415
+
+    import envs  # noqa: PLC0415
+
+    path = envs.import_path(factory)
+    if path:
+        return path
+    named = inspect.isclass(factory) or inspect.isfunction(factory)
+    name = factory.__name__ if named else type(factory).__name__
+    name = f"{name}-factory" if envs.is_builtin(name) else name
+    envs.register(name, factory, overwrite=True)
+    return name
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+def evaluate(
+    run: TrainOutput | str | Path,
+    episodes: int = 16,
+    *,
+    step: int | None = None,
+    seed: int = 0,
+    deterministic: bool = True,
+    stage: int | None = None,
+    opponent: str | None = None,
+    env_params: dict | None = None,
+    team_size: int | None = None,
+    env: Any = None,
+) -> EvalResult | list[EvalResult]:
+    """Play ``episodes`` episodes of a trained policy; the mean return and more.
+
+    Args:
+      run: what :func:`train` returned (also in memory), or a run directory.
+      episodes: episodes to play (vmapped).
+      step: a run directory's checkpoint update (default: the latest).
+      seed: the evaluation seed.
+      deterministic: take the mode of the action distribution (else sample).
+      stage: curriculum stage to play (default: the last).
+      opponent: two-team envs: the scripted opponent (``"rule"``, ``"random"``, ``"idle"``).
+      env_params: EnvParams overrides, a nested mapping (``{"reward": {"touch": 0.0}}``).
+      team_size: two-team envs: players a side.
+      env: the run's env for a run trained on an env registered from Python (an instance,
+        class or factory; registered under the run's ``env.name``).
+
+    Returns:
+      An :class:`jaxrl.evaluate.EvalResult`, or one per member for a run of several members.
+    """
+    from jaxrl.evaluate import evaluate as evaluate_dir  # noqa: PLC0415
+    from jaxrl.evaluate import evaluate_policy  # noqa: PLC0415
+    from jaxrl.setup import make_setup  # noqa: PLC0415
+
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if isinstance(run, TrainOutput):
+        if step is not None:
+            raise ValueError("step= picks a checkpoint of a run directory; this run is in memory")
+        setup = make_setup(run.config)
+        update = _latest_update(run.state)
+        return evaluate_policy(
+            setup, run.policy, update, episodes, seed, deterministic, stage, opponent,
+            env_params, team_size,
+        )  # fmt: skip
+    register_run_env(run, env)
+    return evaluate_dir(
+        run, episodes, step, seed, deterministic, stage, opponent, env_params, team_size
+    )
+
+
+def _latest_update(state: RunnerState) -> int:
+    """The update a runner state has reached (the furthest member's)."""
+    import jax  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    return int(np.max(jax.device_get(state.update_step)))
+
+
+def register_run_env(run_dir: str | Path, env: Any) -> None:
+    """Register ``env`` under the ``env.name`` of the run in ``run_dir`` (no-op for None)."""
+    if env is None:
+        return
+    import yaml  # noqa: PLC0415
+
+    import envs  # noqa: PLC0415
+    from envs import protocols  # noqa: PLC0415
+
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return  # the caller reports the missing run
+    name = ((yaml.safe_load(path.read_text()) or {}).get("env") or {}).get("name", "")
+    if isinstance(env, str) or not name or ":" in name or envs.is_builtin(name):
+        return
+    instance = isinstance(env, protocols.Env) and not isinstance(env, type)
+    envs.register(name, _Instance(env) if instance else env, overwrite=True)
+
+
+# ----------------------------------------------------------------------------- load_policy
+
+
+def load_policy(
+    run_dir: str | Path,
+    *,
+    step: int | None = None,
+    member: int = 0,
+    deterministic: bool = True,
+    env: Any = None,
+) -> Policy:
+    """A run's policy for deployment: a jittable ``act(params, obs, key)`` and its params.
+
+    Args:
+      run_dir: a run directory.
+      step: the checkpoint's update (default: the latest).
+      member: runs of several members (seeds, sweep points): which one.
+      deterministic: act with the mode of the action distribution, as evaluation does by
+        default (False: sample with ``key``).
+      env: the run's env if it was registered from Python (see :func:`evaluate`).
+    """
+    from jaxrl.play import load_policy as restore  # noqa: PLC0415
+
+    register_run_env(run_dir, env)
+    setup, params, checkpoint_step = restore(run_dir, step)
+    count = setup.members.count
+    if count > 1:
+        if not 0 <= member < count:
+            raise ValueError(f"member= must be in 0..{count - 1}, got {member}")
+        params = _member(params, member)
+    elif member != 0:
+        raise ValueError(f"member= must be 0: this run has one member, got {member}")
+    recurrent = setup.config.network.core != "none"
+    spec = setup.policy
+    return Policy(
+        act=functools.partial(_act, spec, deterministic, recurrent),
+        step=functools.partial(_step, spec, deterministic),
+        initial_hidden=setup.network.initial_hidden,
+        params=params,
+        checkpoint_step=checkpoint_step,
+        config=setup.config,
+        recurrent=recurrent,
+    )
+
+
+def _member(params: Any, index: int) -> Any:
+    import jax  # noqa: PLC0415
+
+    return jax.tree.map(lambda x: x[index], params)
+
+
+def _act(spec: Any, deterministic: bool, recurrent: bool, params: Any, obs: Any, key: Any) -> Any:
+    """Actions ``[B, *action]`` for raw observations ``obs [B, *obs]`` (feed-forward)."""
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    from jaxrl.acting import act  # noqa: PLC0415
+
+    if recurrent:
+        raise ValueError(
+            "this policy is recurrent: act with policy.step(params, hidden, obs, is_first, key) "
+            "from policy.initial_hidden(batch)"
+        )
+    rows = obs.shape[0]
+    is_first = jnp.ones((rows,), bool)
+    return act(spec, params, (), obs, is_first, key, deterministic).action
+
+
+def _step(
+    spec: Any, deterministic: bool, params: Any, hidden: Any, obs: Any, is_first: Any, key: Any
+) -> tuple[Any, Any]:
+    """``(action [B, *action], hidden)`` for one step of a recurrent (or any) policy."""
+    from jaxrl.acting import act  # noqa: PLC0415
+
+    out = act(spec, params, hidden, obs, is_first, key, deterministic)
+    return out.action, out.hidden
+
+
+# ----------------------------------------------------------------------------- modules
+
+
+class TrainModule(types.ModuleType):
+    """The class of the ``jaxrl.train`` module: calling it calls :func:`train`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> TrainOutput:
+        return train(*args, **kwargs)
+
+
+class EvaluateModule(types.ModuleType):
+    """The class of the ``jaxrl.evaluate`` module: calling it calls :func:`evaluate`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return evaluate(*args, **kwargs)

@@ -1,0 +1,89 @@
+"""``jaxrl <command> [args]``: one console script for every command of the project.
+
+    jaxrl train --config configs/cartpole.yaml      # = python -m jaxrl.train ...
+    jaxrl evaluate --run-dir runs/cartpole-...      # = python -m jaxrl.evaluate ...
+    jaxrl --help                                    # the commands
+    jaxrl evaluate --help                           # one command's flags
+
+Each subcommand hands the rest of the command line to the ``main(argv)`` of its module
+(:data:`COMMANDS`), so the ``python -m`` forms and ``jaxrl <command>`` take the same flags
+and exit with the same status. ``train`` first joins the processes of a multi-process run
+(:func:`jaxrl.distributed.join_from_argv`), before anything imports JAX, as
+``python -m jaxrl.train`` does. Nothing heavy is imported until a command is chosen.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: the module whose ``main(argv) -> int`` runs it, and a one-line summary."""
+
+    module: str  # e.g. "jaxrl.evaluate"
+    summary: str  # shown by ``jaxrl --help``
+
+
+# The subcommands, in the order ``jaxrl --help`` lists them (read by the CLI reference).
+COMMANDS: Mapping[str, Command] = MappingProxyType(
+    {
+        "train": Command("jaxrl.train", "train a PPO agent from a YAML config, or resume a run"),
+        "evaluate": Command("jaxrl.evaluate", "measure a checkpointed policy's return"),
+        "tournament": Command(
+            "jaxrl.tournament", "round-robin tournament between checkpoints, rated by Elo"
+        ),
+        "exploit": Command("jaxrl.exploit", "train a best response against a frozen checkpoint"),
+        "render": Command("jaxrl.render", "render an episode of a trained policy to a GIF"),
+        "plot": Command("jaxrl.plot", "figures from a run's TensorBoard event files"),
+        "bench": Command("bench.throughput", "env, train and inference throughput"),
+    }
+)
+
+
+def usage() -> str:
+    """The text of ``jaxrl --help``."""
+    width = max(map(len, COMMANDS))
+    lines = [
+        "usage: jaxrl <command> [args ...]",
+        "",
+        "commands (each also runs as python -m <module>):",
+        *(f"  {name:<{width}}  {c.summary} ({c.module})" for name, c in COMMANDS.items()),
+        "",
+        "jaxrl <command> --help shows the flags of one command.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``jaxrl`` console script; returns the command's exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    command = COMMANDS.get(name)
+    if command is None:
+        import difflib  # noqa: PLC0415 - only on a typo
+
+        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        print(
+            f"jaxrl: unknown command {name!r}{hint}; one of {', '.join(COMMANDS)}",
+            file=sys.stderr,
+        )
+        return 2
+    if name == "train":  # join the other processes first: importing gymnax starts JAX
+        from jaxrl.distributed import join_from_argv  # noqa: PLC0415
+
+        join_from_argv(rest)
+    module = importlib.import_module(command.module)
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
