@@ -72,7 +72,7 @@ class EntityEncoder(nn.Module):
     at zero.
 
     Mean pooling only, with relu: a max-pool beside the mean made the gradient and the soccer
-    league markedly slower on a CPU (docs/results/speed.md, "Why the code is as it is").
+    league markedly slower on a CPU (figures: docs/results/speed.md#why).
     """
 
     layout: Any  # envs.protocols.EntityLayout (static: it fixes the slicing)

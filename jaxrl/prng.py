@@ -2,9 +2,9 @@
 
 On CPU, JAX lowers every Threefry call (each ``jax.random.split``, ``uniform``,
 ``categorical``...) to a ``while`` loop of 5 iterations of 4 rounds, to keep compile times
-down. Inside a rollout ``lax.scan`` that is a nested loop per random call per step: about 90
-loop-state copies and 20 more small kernels per env step on CartPole: 40% of a
-PureJaxRL-style rollout's time at 4 envs. :func:`install` registers the straight-line form
+down. Inside a rollout ``lax.scan`` that is a nested loop per random call per step: dozens of
+loop-state copies and small kernels per env step, a large share of a small rollout's time
+(figures: docs/results/speed.md#why). :func:`install` registers the straight-line form
 (JAX's lowering on other platforms) for the CPU platform; XLA then fuses each hash into one
 kernel.
 

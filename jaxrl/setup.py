@@ -184,10 +184,9 @@ def core_unroll(config: Config) -> int:
     """The recurrent core's scan unroll: ``network.core_unroll``, or for 0 (auto) 1 on a CPU and
     the whole training sequence on a GPU or TPU.
 
-    On one H100 (2026-11-26, ``bench/RESULTS.md``) unrolling CartPole's GRU-128 over its
-    16-step sequences took training from 8.08M to 11.3M steps/s: a rolled loop copies its
-    carried state between iterations (1,220 device-to-device copies per update, the largest
-    item of the profile). On a CPU the rolled loop is as fast and compiles sooner.
+    On a GPU a rolled loop copies its carried state between iterations (the largest item of a
+    GRU's profile), so unrolling trains faster; on a CPU the rolled loop is as fast and
+    compiles sooner. Figures: docs/results/speed.md#gpu.
     """
     if config.network.core_unroll:
         return config.network.core_unroll

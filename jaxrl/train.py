@@ -196,7 +196,7 @@ def _in_worker(fn: Callable[..., Any], *args: Any) -> Any:
     threading.Thread(target=work, name="jaxrl-worker", daemon=True).start()
     # Poll: a signal the kernel hands to another thread (XLA's, the worker) does not interrupt
     # this wait, and its Python handler runs only when the main thread wakes. Without a timeout
-    # a held chunk never woke it (a CI run hung 13 minutes on a lost SIGINT).
+    # a held chunk never woke it (a CI run hung until its timeout on a lost SIGINT).
     while not done.wait(0.1):
         pass
     if "error" in box:

@@ -165,8 +165,8 @@ def _check_contract(env, params, outs, obs0):
 def test_contract(name):
     env, params = _make(name)
     assert isinstance(env, protocols.Env)
-    # Shapes, dtypes and finite values only: compiled without LLVM's optimisation (one env
-    # after another, 4-18 s each on a 2-core CPU otherwise).
+    # Shapes, dtypes and finite values only: compiled without LLVM's optimisation, which would
+    # cost seconds per env here (one after another; docs/results/ci.md#test-compilation).
     obs0, _, outs = _rollout(
         env, params, NUM_ENVS, NUM_STEPS, jax.random.key(0), compiler_options=UNOPTIMIZED_CODEGEN
     )

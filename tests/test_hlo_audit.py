@@ -66,8 +66,9 @@ def test_launch_counts_are_counted(audits, name):
 
 def test_metta_arena_turns_are_loops_of_static_trip_count():
     # The arena's agents take their turns in loops over all agents (envs/grid/rules.py
-    # _in_turns). Loops over only the agents in conflict had data-dependent trip counts: 258
-    # device-to-host copies per update on an H100 (docs/results/log.md). The structure does not
+    # _in_turns). Loops over only the agents in conflict had data-dependent trip counts, which
+    # a GPU reads back to the host every iteration (figures:
+    # docs/results/log.md#hlo-audit-cpu-python-m-benchhlo_audit). The structure does not
     # depend on the arena's size, so a 3-agent room stands in for the 24-agent arena, whose
     # train chunk (python -m bench.hlo_audit --workloads metta_arena) takes minutes to compile.
     spec = arena.GridSpec(

@@ -51,7 +51,7 @@ Info: ``agent_mask`` bool [A] (all true), ``hearts`` int32 [A] hearts taken from
 episode so far, ``episode_outcome`` {``hearts``: float32 (), mean hearts per agent this
 episode}, plus gymnax's ``terminated``, ``truncated`` and ``final_observation``.
 
-Simplifications against MettaGrid (speed and learning figures: ``bench/RESULTS.md``):
+Simplifications against MettaGrid (speed and learning figures: docs/results/metta-arena.md):
 - Dense observation instead of up to 200 tokens; the features colour, swappable, glyph and
   group are omitted (constant in the arena), the type id is a one-hot, the ``frozen``
   feature is 0/1 as in MettaGrid's agent tokens.
@@ -527,8 +527,8 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         """gymnax's auto-resetting step (same outputs), observing the selected state once.
 
         gymnax selects between the reset's and the step's observations; on CPU, XLA runs
-        that select over two gathered observations about 10x slower than the whole step
-        (512 envs). Here the states are selected and observed once; the pre-reset
+        that select over two gathered observations far slower than the whole step (figures:
+        docs/results/speed.md#why). Here the states are selected and observed once; the pre-reset
         observation is computed apart, only for ``info["final_observation"]`` (dead code,
         and skipped, where a caller ignores it).
         """

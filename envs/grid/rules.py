@@ -280,7 +280,8 @@ def _in_turns(
     A loop over all ``A`` agents in priority order (a static trip count), where an agent that
     is not waiting keeps the carry as it was. A loop over only the waiting agents has a trip
     count that depends on data, and XLA's GPU loop reads such a loop's predicate back to the
-    host at every iteration (about 8 device-to-host copies per env step on an H100).
+    host at every iteration (a device-to-host copy each). Figures:
+    docs/results/log.md#what-the-seeds-measure-busy-fraction-kernels-copies-time-split-memory-call-1
     """
     order = jnp.argsort(priority)
     turns = (

@@ -244,9 +244,9 @@ def to_local(vec: jax.Array, heading: jax.Array) -> jax.Array:
 # ----------------------------------------------------------------------------- kinematics
 #
 # Inside the substeps every 2-D quantity is kept as separate x and y arrays (structure of
-# arrays). On CPU this is about 4x faster than [..., 2] arrays, whose size-2 minor axis defeats
-# vectorisation; headings ride as unit vectors rotated by a small-angle series, so the substeps
-# need no trigonometry.
+# arrays): on CPU, [..., 2] arrays are much slower, their size-2 minor axis defeating
+# vectorisation (figures: docs/results/speed.md#why); headings ride as unit vectors rotated
+# by a small-angle series, so the substeps need no trigonometry.
 
 
 class Kinematics(struct.PyTreeNode):
