@@ -72,7 +72,7 @@ class EntityEncoder(nn.Module):
     at zero.
 
     Mean pooling only, with relu: a max-pool beside the mean made the gradient and the soccer
-    league markedly slower on a CPU (figures: docs/results/speed.md#why).
+    league markedly slower on a CPU (figures: docs/results/speed.md#why-the-code-is-as-it-is).
     """
 
     layout: Any  # envs.protocols.EntityLayout (static: it fixes the slicing)

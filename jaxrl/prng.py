@@ -4,7 +4,7 @@ On CPU, JAX lowers every Threefry call (each ``jax.random.split``, ``uniform``,
 ``categorical``...) to a ``while`` loop of 5 iterations of 4 rounds, to keep compile times
 down. Inside a rollout ``lax.scan`` that is a nested loop per random call per step: dozens of
 loop-state copies and small kernels per env step, a large share of a small rollout's time
-(figures: docs/results/speed.md#why). :func:`install` registers the straight-line form
+(figures: docs/results/speed.md#why-the-code-is-as-it-is). :func:`install` registers the straight-line form
 (JAX's lowering on other platforms) for the CPU platform; XLA then fuses each hash into one
 kernel.
 

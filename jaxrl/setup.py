@@ -186,7 +186,7 @@ def core_unroll(config: Config) -> int:
 
     On a GPU a rolled loop copies its carried state between iterations (the largest item of a
     GRU's profile), so unrolling trains faster; on a CPU the rolled loop is as fast and
-    compiles sooner. Figures: docs/results/speed.md#gpu.
+    compiles sooner. Figures: docs/results/speed.md#on-one-gpu.
     """
     if config.network.core_unroll:
         return config.network.core_unroll

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # the optimized program, the compile options and the backend, so a hit is the same
 # executable. Every compile is stored, not only those of 1 s or more (JAX's default): the CLI
 # subprocesses and the second worker recompile the same small programs of setup and
-# evaluation. Figures: docs/results/ci.md#test-compilation.
+# evaluation. Figures: docs/results/ci.md#how-the-tests-compile.
 CACHE_ENV = "JAX_COMPILATION_CACHE_DIR"
 MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
 _OWN_CACHE: list[str] = []  # the directory this process made (removed at the end)
@@ -30,7 +30,7 @@ _OWN_CACHE: list[str] = []  # the directory this process made (removed at the en
 # fusion emitters (xla_cpu_use_fusion_emitters=false): compiling is most of the suite's time
 # and the tests' programs are tiny. The flags act on code generation, not on the HLO, so the
 # optimised HLO the audit reads is unchanged; training runs and benchmarks keep XLA's defaults.
-# Figures: docs/results/ci.md#test-compilation.
+# Figures: docs/results/ci.md#how-the-tests-compile.
 FAST_COMPILE = (
     "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
     "--xla_cpu_use_fusion_emitters=false"

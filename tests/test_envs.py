@@ -166,7 +166,7 @@ def test_contract(name):
     env, params = _make(name)
     assert isinstance(env, protocols.Env)
     # Shapes, dtypes and finite values only: compiled without LLVM's optimisation, which would
-    # cost seconds per env here (one after another; docs/results/ci.md#test-compilation).
+    # cost seconds per env here (one after another; docs/results/ci.md#how-the-tests-compile).
     obs0, _, outs = _rollout(
         env, params, NUM_ENVS, NUM_STEPS, jax.random.key(0), compiler_options=UNOPTIMIZED_CODEGEN
     )

@@ -528,7 +528,7 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
 
         gymnax selects between the reset's and the step's observations; on CPU, XLA runs
         that select over two gathered observations far slower than the whole step (figures:
-        docs/results/speed.md#why). Here the states are selected and observed once; the pre-reset
+        docs/results/speed.md#why-the-code-is-as-it-is). Here the states are selected and observed once; the pre-reset
         observation is computed apart, only for ``info["final_observation"]`` (dead code,
         and skipped, where a caller ignores it).
         """

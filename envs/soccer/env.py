@@ -280,7 +280,7 @@ def team_frames(bodies: Bodies, active: jax.Array) -> TeamFrames:
     car_dir = physics.unit(bodies.car_heading)  # [6, 2]
     # A fusion barrier: the observation is one big elementwise fusion over [6, OBS_DIM], and
     # without it XLA recomputes the trigonometry of the headings for every output entry
-    # (figures: docs/results/speed.md#why).
+    # (figures: docs/results/speed.md#why-the-code-is-as-it-is).
     car_pos, car_vel, car_dir = jax.lax.optimization_barrier(
         (bodies.car_pos, bodies.car_vel, car_dir)
     )
