@@ -98,11 +98,12 @@ def rate_members(
 
 def inherit_rows(state: LeagueState, source: jax.Array) -> LeagueState:
     """The table after member ``m`` became a copy of ``source[m]``: its rating and its rows
-    and columns of decayed results are the source's (games played stay as they were)."""
+    and columns of decayed results are the source's, none between a parent and its copies
+    (games played stay as they were)."""
     results = jnp.take(jnp.take(state.results, source, axis=0), source, axis=1)
-    eye = jnp.eye(source.shape[0], dtype=bool)
+    same = source[:, None] == source[None, :]  # a member and itself, a parent and its copy
     return state.replace(
-        ratings=jnp.take(state.ratings, source), results=jnp.where(eye[..., None], 0.0, results)
+        ratings=jnp.take(state.ratings, source), results=jnp.where(same[..., None], 0.0, results)
     )
 
 
