@@ -35,6 +35,7 @@ from jaxrl.features import (
 from jaxrl.layout import Layout, sum_over_devices
 from jaxrl.league.groups import group_kinds, group_mask
 from jaxrl.league.pool import (
+    MemberPoolState,
     Roster,
     SelfPlayState,
     empty_pool,
@@ -67,7 +68,9 @@ class SelfPlay(Feature):
         current = PolicyParams(params=params, obs_stats=obs_stats)
         state = empty_pool(current, self.config.pool_size, RULE_ELO)
         if self.members:
-            state = state.replace(roster=empty_roster(current, self.members, RULE_ELO))
+            roster = empty_roster(current, self.members, RULE_ELO)
+            fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+            state = MemberPoolState(**fields, roster=roster)
         return state
 
     def switched_on(self, plan: MatchPlan) -> jax.Array:
@@ -86,7 +89,7 @@ class SelfPlay(Feature):
         random_side = jnp.where(on, random_side, plan.random_side[: layout.num_envs])
         pool = state.pool
         lane_probs = pfsp_probs(state.results, state.filled, self.config.pfsp)
-        if state.roster is not None:  # the other members follow the pool's K + 1 entries
+        if self.members:  # the other members follow the pool's K + 1 entries
             roster = state.roster
             pool = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), pool, roster.policies)
             lane_probs = league_probs(
@@ -145,14 +148,14 @@ class SelfPlay(Feature):
             "selfplay/vs_rule/loss": mean_of(rule.outcome_sums["loss"], rule.matches),
             "selfplay/vs_latest/win": mean_of(latest.outcome_sums["win"], latest.matches),
         }
-        if state.roster is not None:
+        if self.members:
             state, member_metrics = self.member_games(state, result.tally.slot_results[size + 1 :])
             metrics.update(member_metrics)
         return state, FeatureOutput.of(metrics)
 
     def member_games(
-        self, state: SelfPlayState, counts: jax.Array
-    ) -> tuple[SelfPlayState, dict[str, Scalar]]:
+        self, state: MemberPoolState, counts: jax.Array
+    ) -> tuple[MemberPoolState, dict[str, Scalar]]:
         """This update's games against the other members (``counts [R, 3]`` W/D/L, pure
         matches, all devices) into the roster, and the population league's metrics."""
         roster: Roster = state.roster

@@ -40,8 +40,6 @@ class SelfPlayState(struct.PyTreeNode):
     rule_results: jax.Array  # [3] float32, decayed learner wins/draws/losses against the rule
     learner_elo: jax.Array  # () float32, Elo of the learner (RulePolicy = 1500)
     snapshots: jax.Array  # () int32, snapshots taken so far
-    # The other members as opponents (a population league, selfplay.cross_member > 0), or None
-    roster: Roster | None = None
 
 
 class Roster(struct.PyTreeNode):
@@ -58,6 +56,13 @@ class Roster(struct.PyTreeNode):
     results: jax.Array  # [R, 3] float32, decayed W/D/L of this member against each member
     last: jax.Array  # [R, 3] float32, this update's W/D/L against each member (league input)
     index: jax.Array  # () int32, this member's row (-1 until the league first writes it)
+
+
+class MemberPoolState(SelfPlayState):
+    """A member's league in a population league (``selfplay.cross_member`` > 0): the pool and
+    the roster of the other members (a subclass, so a run without it keeps its checkpoints)."""
+
+    roster: Roster  # the other members as opponents
 
 
 def empty_roster(current: PolicyParams, members: int, rating: float) -> Roster:
