@@ -167,11 +167,7 @@ def pure_results(
         [(counted * outcome[name]).sum(1) for name in RESULT_NAMES], axis=-1
     )  # [L, 3]
     entries = layout.pool_size + 1 if entries is None else entries
-    slot_results = (
-        jnp.zeros((entries, len(RESULT_NAMES)), jnp.float32)
-        .at[lanes.slot]
-        .add(per_lane)
-    )
+    slot_results = jnp.zeros((entries, len(RESULT_NAMES)), jnp.float32).at[lanes.slot].add(per_lane)
     return LeagueTally(slot_results=slot_results)
 
 

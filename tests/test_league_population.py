@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,8 +27,8 @@ import pytest
 from jaxrl.acting import PolicyParams
 from jaxrl.config import ConfigError, config_from_dict
 from jaxrl.elo import expected_score
-from jaxrl.league.population import LeagueState, inherit_rows, pair_table, rate_members
 from jaxrl.league.pool import empty_roster, league_probs, member_probs
+from jaxrl.league.population import LeagueState, inherit_rows, pair_table, rate_members
 from jaxrl.league.rating import RULE_ELO
 from jaxrl.setup import make_setup
 from jaxrl.train_step import init_run, train_population_chunk
@@ -94,8 +95,12 @@ def test_pair_table_counts_each_game_from_both_sides():
 
 def test_ratings_rank_by_results_and_stay_anchored_to_the_rule():
     even = jnp.full((2,), RULE_ELO, jnp.float32)
-    results = jnp.zeros((2, 2, 3)).at[0, 1].set(jnp.asarray([30.0, 0, 10])).at[1, 0].set(
-        jnp.asarray([10.0, 0, 30])
+    results = (
+        jnp.zeros((2, 2, 3))
+        .at[0, 1]
+        .set(jnp.asarray([30.0, 0, 10]))
+        .at[1, 0]
+        .set(jnp.asarray([10.0, 0, 30]))
     )
     rule = jnp.asarray([[10.0, 0, 10], [10.0, 0, 10]])  # both even against the rule
     ratings = even
@@ -155,7 +160,7 @@ def test_bad_cross_member(changes, message):
     config = league_config()
     for section, values in changes.items():
         config[section] = {**config[section], **values}
-    with pytest.raises(ConfigError, match=__import__("re").escape(message)):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         config_from_dict(config)
 
 
@@ -235,8 +240,9 @@ def test_switch_off_adds_nothing_to_the_state():
     state = jax.eval_shape(lambda: init_run(setup))
     assert not hasattr(state.features["selfplay"], "roster")
     assert "league" not in state.features
-    assert not any(spec.tag.startswith("league/rating") for f in setup.features
-                   for spec in f.metric_specs())
+    assert not any(
+        spec.tag.startswith("league/rating") for f in setup.features for spec in f.metric_specs()
+    )
 
 
 def two_device_run() -> None:
