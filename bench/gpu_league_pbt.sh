@@ -12,6 +12,11 @@
 #      (configs/soccer_1v1_pbt.yaml, pbt.every_updates=0), seeds 0, 1 and 2 (six processes);
 #   4. every member of those six runs against the RulePolicy, 512 matches (jaxrl.evaluate);
 #   5. what is left: CAGE2 training speed at 8192 envs (configs/cage2.yaml's network).
+# With POP_S > 0 (default 0: skipped), step 1b trains the population league (issue 62,
+# configs/soccer_league_population.yaml: 4 members that play each other, PBT on the league's
+# Elo) at POP_ENVS envs per member, alone on the card, for at most POP_S seconds, then plays
+# every member against the RulePolicy (jaxrl.evaluate, EPISODES matches). For the population
+# arm alone: LEAGUE_S=0 POP_S=230 (the single-run arm is step 1).
 # The league's run (events, config, checkpoints) comes back as league_run.tgz.aa, .ab, ...
 #
 # Layout, from the project root (git-ignored): .proj/ = `git archive HEAD` (committed code only),
@@ -28,6 +33,7 @@ PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpuout}
 BUDGET=${BUDGET:-570}
 LEAGUE_ARGS=${LEAGUE_ARGS:-}  # extra config overrides of the league run (header)
+POP_S=${POP_S:-0}  # seconds of the population league (step 1b); 0: skipped
 mkdir -p "$OUT"
 root=$PWD
 log=$OUT/log.txt
@@ -40,15 +46,20 @@ run() {
   local want=$1; shift; local l; l=$(( $(left) - ${RESERVE:-0} ))
   [ "$l" -lt 15 ] && { echo "skipped (time): $*" | tee -a "$log"; return; }
   [ "$want" -gt "$l" ] && want=$l
+  [ "$want" -le 0 ] && { echo "skipped (0 s asked): $*" | tee -a "$log"; return; }
   timeout -k 20 -s INT "$want" "$@" || echo "exit $? : $*" | tee -a "$log"
 }
 if [ "$TINY" = 0 ]; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
-  ENVS=4096; LEAGUE_STEPS=1200000000; LEAGUE_S=230; GAMES=512; EXPLOIT_STEPS=100000000
+  ENVS=4096; LEAGUE_STEPS=1200000000; LEAGUE_S=${LEAGUE_S:-230}; GAMES=512; EXPLOIT_STEPS=100000000
+  POP_ENVS=1024; POP_STEPS=1200000000  # per member: 4 x 1024 envs, the single run's 4096
+  POP=()
   PBT=(); SEEDS='0 1 2'; EPISODES=512; CAGE_ENVS=8192
 else  # the plumbing on a CPU: tiny sizes, the same steps
-  ENVS=64; LEAGUE_STEPS=16384; LEAGUE_S=300; GAMES=4; EXPLOIT_STEPS=8192
+  ENVS=64; LEAGUE_STEPS=16384; LEAGUE_S=${LEAGUE_S:-300}; GAMES=4; EXPLOIT_STEPS=8192
+  POP_ENVS=16; POP_STEPS=16384
+  POP=(pbt.every_updates=2 pbt.burn_in_updates=2 checkpoint.every_updates=2)
   PBT=(train.total_steps=40960 pbt.every_updates=2 checkpoint.every_updates=2); EPISODES=4
   SEEDS=0; CAGE_ENVS=64
 fi
@@ -63,6 +74,17 @@ step "soccer league, $ENVS envs, $LEAGUE_STEPS steps, at most ${LEAGUE_S}s"
 run "$LEAGUE_S" $PY -m jaxrl.train --config configs/soccer_selfplay.yaml env.num_envs=$ENVS \
   train.total_steps=$LEAGUE_STEPS --run-dir "$runs/league" --quiet $LEAGUE_ARGS >> "$log" 2>&1
 $PY -m bench.run_report --run-dir "$runs/league" --json "$OUT/league_report.json" >> "$log" 2>&1
+
+# 1b. The population league, alone on the card (POP_S > 0)
+if [ "$POP_S" -gt 0 ]; then
+  step "soccer population league, 4 x $POP_ENVS envs, $POP_STEPS steps a member, at most ${POP_S}s"
+  run "$POP_S" $PY -m jaxrl.train --config configs/soccer_league_population.yaml \
+    env.num_envs=$POP_ENVS train.total_steps=$POP_STEPS "${POP[@]}" --run-dir "$runs/population" \
+    --quiet \
+    >> "$log" 2>&1
+  run 120 $PY -m jaxrl.evaluate --run-dir "$runs/population" --episodes $EPISODES \
+    --opponent rule --json > "$OUT/eval_population.json" 2>> "$log"
+fi
 # From here several programs share the card: each takes memory as it needs it.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 
@@ -113,9 +135,12 @@ run 80 $PY -m bench.throughput --only train --config configs/cage2.yaml --train-
   --repeats 3 --json "$OUT/cage2_train.json" >> "$log" 2>&1
 
 step "done"
-# At most 8 files come back: the log, the league's run and one archive of the rest.
+# At most 8 files come back: the log, the league's run (and the population's) and one archive
+# of the rest.
 # (in parts of 15 MB: a file over 16 MiB does not come back; `cat league_run.tgz.* | tar -xz`)
 tar -czf - -C "$runs" league 2>> "$log" | split -b 15M - "$OUT/league_run.tgz."
+[ -d "$runs/population" ] && tar -czf - -C "$runs" population 2>> "$log" \
+  | split -b 15M - "$OUT/population_run.tgz."
 (cd "$OUT" && tar -czf results.tgz --remove-files ./*.json ./train_*.txt 2>/dev/null)
 ls -la "$OUT" | tee -a "$log"
 grep -E "^(==|exit|skipped)" "$log"

@@ -66,7 +66,7 @@ class MatchPlan(struct.PyTreeNode):
     random_side: jax.Array  # [N] bool: the learner's team is drawn per match (else team 0)
     switches: dict  # {feature: [N] bool} features a curriculum switches per env
     pool: Any = None  # PolicyParams with leaves [K + 1, ...] (pool lanes only)
-    lane_probs: Any = None  # [K + 1] float32: distribution of a lane's next opponent
+    lane_probs: Any = None  # [P] float32: distribution of a lane's next opponent (P pool entries)
     learner_kind: Any = None  # [N] int32 NETWORK or a scripted kind (tournaments), or None
     side: Any = None  # [N] int32 learner team where not random_side (None: team 0)
 
@@ -550,9 +550,13 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
     return new_carry, record
 
 
-def empty_tally(spec: MatchSpec) -> LeagueTally | None:
-    """The zero of the ``MatchRecord.tally`` a rollout sums over its steps (None: no league)."""
-    return opponents.empty_tally(spec.layout) if spec.layout.two_team else None
+def empty_tally(spec: MatchSpec, plan: MatchPlan | None = None) -> LeagueTally | None:
+    """The zero of the ``MatchRecord.tally`` a rollout under ``plan`` sums over its steps
+    (None: no league); one row per entry of the plan's pool."""
+    if not spec.layout.two_team:
+        return None
+    lane_probs = None if plan is None else plan.lane_probs
+    return opponents.empty_tally(spec.layout, opponents.pool_entries(spec.layout, lane_probs))
 
 
 def idle_plan(layout: Layout, env_params: Any) -> MatchPlan:

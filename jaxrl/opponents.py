@@ -62,13 +62,18 @@ def start_lanes(layout: Layout, policy_hidden) -> LaneCarry:
     )
 
 
-def empty_tally(layout: Layout) -> LeagueTally | None:
-    """A zero tally (None without pool lanes)."""
+def pool_entries(layout: Layout, lane_probs: jax.Array | None) -> int:
+    """Entries of the plan's pool: ``len(lane_probs)``, or ``K + 1`` without a draw
+    distribution (a population league appends the other members after entry K)."""
+    return layout.pool_size + 1 if lane_probs is None else lane_probs.shape[0]
+
+
+def empty_tally(layout: Layout, entries: int | None = None) -> LeagueTally | None:
+    """A zero tally of ``entries`` pool entries (default ``K + 1``; None without pool lanes)."""
     if not layout.pool_lanes:
         return None
-    return LeagueTally(
-        slot_results=jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32)
-    )
+    entries = layout.pool_size + 1 if entries is None else entries
+    return LeagueTally(slot_results=jnp.zeros((entries, len(RESULT_NAMES)), jnp.float32))
 
 
 def pool_rows(layout: Layout) -> slice:
@@ -142,6 +147,7 @@ def pure_results(
     done: jax.Array,
     networked: jax.Array,
     outcome: dict[str, jax.Array],
+    entries: int | None = None,
 ) -> LeagueTally:
     """This step's finished pure matches of the lanes, per pool slot.
 
@@ -151,19 +157,17 @@ def pure_results(
       done: ``[L, n]`` bool, the env's match ended this step.
       networked: ``[L, n]`` bool, the env's opponent is the lane's network.
       outcome: ``{win, draw, loss: [L, n] float32}`` the learner's outcome (valid where done).
+      entries: pool entries (default ``K + 1``).
 
     Returns:
-      The step's tally: ``[K + 1, 3]`` learner W/D/L per slot.
+      The step's tally: ``[entries, 3]`` learner W/D/L per slot.
     """
     counted = (done & lanes.pure & networked).astype(jnp.float32)
     per_lane = jnp.stack(
         [(counted * outcome[name]).sum(1) for name in RESULT_NAMES], axis=-1
     )  # [L, 3]
-    slot_results = (
-        jnp.zeros((layout.pool_size + 1, len(RESULT_NAMES)), jnp.float32)
-        .at[lanes.slot]
-        .add(per_lane)
-    )
+    entries = layout.pool_size + 1 if entries is None else entries
+    slot_results = jnp.zeros((entries, len(RESULT_NAMES)), jnp.float32).at[lanes.slot].add(per_lane)
     return LeagueTally(slot_results=slot_results)
 
 
@@ -221,7 +225,8 @@ def bookkeeping(
       done: ``[N]`` bool, the env's match ended this step.
       networked: ``[N]`` bool, the env's opponent this step was a network.
       outcome: ``{win, draw, loss: [N] float32}`` the learner's outcomes (valid where done).
-      lane_probs: ``[K + 1]`` float32, the plan's distribution of a lane's next slot.
+      lane_probs: ``[P]`` float32, the plan's distribution of a lane's next slot (``P = K + 1``,
+        plus the other members in a population league).
       key: the lanes' draw key.
 
     Returns:
@@ -240,7 +245,8 @@ def bookkeeping(
 
     pool_done, pool_networked = per_lane(done), per_lane(networked)
     pool_outcome = {name: per_lane(outcome[name]) for name in RESULT_NAMES}
-    tally = pure_results(layout, lanes, pool_done, pool_networked, pool_outcome)
+    entries = pool_entries(layout, lane_probs)
+    tally = pure_results(layout, lanes, pool_done, pool_networked, pool_outcome, entries)
     lanes, switched = redraw_lanes(layout, lanes, pool_done, pool_networked, lane_probs, key)
     lane_first = jnp.repeat(
         jnp.broadcast_to(switched[:, None], (count, lane_envs)).reshape(-1), layout.team_size

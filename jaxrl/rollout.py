@@ -224,7 +224,7 @@ def rollout(
 
     sums = EpisodeSums.zeros(layout.total_envs, spec.outcome_names)
     terms = {name: jnp.zeros((layout.total_envs,), jnp.float32) for name in spec.reward_term_names}
-    state = (carry, obs_stats, sums, empty_tally(spec.match), terms)
+    state = (carry, obs_stats, sums, empty_tally(spec.match, plan), terms)
     (carry, stats, sums, tally, terms), (transitions, step_stats, start_hidden) = jax.lax.scan(
         run_chunk, state, keys
     )

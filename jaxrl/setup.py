@@ -40,6 +40,7 @@ from jaxrl.layout import DATA_AXIS, Layout, make_layout
 from jaxrl.league.exploiters import make_exploiters
 from jaxrl.league.feature import make_selfplay
 from jaxrl.league.groups import group_sizes
+from jaxrl.league.population import make_member_league
 from jaxrl.losses import LossHyperparams
 from jaxrl.match import MatchSpec
 from jaxrl.metrics import MetricSpec
@@ -55,7 +56,8 @@ FEATURE_BUILDERS = (make_curriculum, make_selfplay, make_eval_lanes)
 # Learner features: ``builder(setup)`` (the run with its per-member features) -> or None.
 LEARNER_FEATURE_BUILDERS = (make_exploiters,)
 # Population features: ``builder(setup, metric_tags)`` (every tag a member's update packs).
-POPULATION_FEATURE_BUILDERS = (make_pbt,)
+# PBT first: the league then sees PBT's copies in the members' rosters (jaxrl.league.population)
+POPULATION_FEATURE_BUILDERS = (make_pbt, make_member_league)
 
 LOSS_TAGS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 

@@ -47,6 +47,10 @@ class SelfPlayConfig:
     # curriculum stage's) params: e.g. {team_size_weights: [0, 0.5, 0.5]} to hunt at 2v2 and
     # 3v3 only. The learner's own matches and the pool's lanes are unchanged.
     exploiter_env: dict[str, Any] = field(default_factory=dict)
+    # Population league (jaxrl.league.population): with several members (train.num_seeds or a
+    # sweep), a pool lane's next opponent is another member's current policy with this
+    # probability (chosen by league rating, PFSP-style), else a snapshot of its own pool.
+    cross_member: float = 0.0  # chance a pool lane's draw is another member; 0 = off
 
     def exploiter_envs(self, num_envs: int) -> int:
         """Training envs of each exploiter for ``num_envs`` learner envs (rounded)."""
@@ -70,6 +74,12 @@ def validate(config: Config) -> None:
     require(sp.exploiters >= 0, f"selfplay.exploiters must be >= 0, got {sp.exploiters}")
     if sp.exploiters:
         validate_exploiters(config)
+    require(
+        0.0 <= sp.cross_member <= 1.0,
+        f"selfplay.cross_member must be in [0, 1], got {sp.cross_member}",
+    )
+    if sp.cross_member > 0:
+        validate_cross_member(config)
     if sp.pool_size == 0:
         return
     require(
@@ -101,6 +111,26 @@ def validate(config: Config) -> None:
         pool % sp.lanes == 0,
         f"selfplay.lanes: the {pool} pool envs{per_device} (env.num_envs {num_envs} - {latest} "
         f"latest - {rule} rule) do not divide into {sp.lanes} equal lanes",
+    )
+
+
+def validate_cross_member(config: Config) -> None:
+    """``selfplay.cross_member`` > 0: members play each other in the pool lanes."""
+    sp = config.selfplay
+    require(
+        sp.pool_size > 0,
+        "selfplay.cross_member: members meet in the pool lanes; set selfplay.pool_size > 0",
+    )
+    require(
+        config.num_members >= 2,
+        "selfplay.cross_member needs a population (train.num_seeds x sweep points >= 2), got "
+        f"{config.num_members} member",
+    )
+    _, _, pool = sp.split(config.env.num_envs // mesh_size(config))
+    require(
+        pool > 0,
+        "selfplay.cross_member: members meet in the pool lanes, but latest_fraction + "
+        "rule_fraction leave no env for them",
     )
 
 

@@ -34,7 +34,16 @@ from jaxrl.features import (
 )
 from jaxrl.layout import Layout, sum_over_devices
 from jaxrl.league.groups import group_kinds, group_mask
-from jaxrl.league.pool import SelfPlayState, empty_pool, pfsp_probs, take_snapshot
+from jaxrl.league.pool import (
+    MemberPoolState,
+    Roster,
+    SelfPlayState,
+    empty_pool,
+    empty_roster,
+    league_probs,
+    pfsp_probs,
+    take_snapshot,
+)
 from jaxrl.league.rating import RULE_ELO, learner_rating
 from jaxrl.match import MatchPlan
 from jaxrl.metrics import MetricSpec, Scalar, mean_of
@@ -51,11 +60,18 @@ class SelfPlay(Feature):
     config: SelfPlayConfig
     layout: Layout
     rule_kind: int  # the env's scripted kind of its RulePolicy
+    members: int = 0  # R: the other members are opponents too (population league); 0 = off
 
     def init(self, params: Any, obs_stats: RunningStats) -> SelfPlayState:
-        """An empty pool whose entry K is the initial policy."""
+        """An empty pool whose entry K is the initial policy (and an unwritten roster of the
+        members in a population league)."""
         current = PolicyParams(params=params, obs_stats=obs_stats)
-        return empty_pool(current, self.config.pool_size, RULE_ELO)
+        state = empty_pool(current, self.config.pool_size, RULE_ELO)
+        if self.members:
+            roster = empty_roster(current, self.members, RULE_ELO)
+            fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
+            state = MemberPoolState(**fields, roster=roster)
+        return state
 
     def switched_on(self, plan: MatchPlan) -> jax.Array:
         """[E] bool: training envs where self-play is on (a curriculum may switch it)."""
@@ -71,11 +87,19 @@ class SelfPlay(Feature):
         kind = jnp.where(on, kinds, plan.opponent_kind[: layout.num_envs])
         random_side = on & (self.config.sides == "random")
         random_side = jnp.where(on, random_side, plan.random_side[: layout.num_envs])
+        pool = state.pool
+        lane_probs = pfsp_probs(state.results, state.filled, self.config.pfsp)
+        if self.members:  # the other members follow the pool's K + 1 entries
+            roster = state.roster
+            pool = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), pool, roster.policies)
+            lane_probs = league_probs(
+                lane_probs, roster, self.config.pfsp, self.config.cross_member
+            )
         return plan.replace(
             opponent_kind=set_rows(plan.opponent_kind, 0, kind),
             random_side=set_rows(plan.random_side, 0, random_side),
-            pool=state.pool,
-            lane_probs=pfsp_probs(state.results, state.filled, self.config.pfsp),
+            pool=pool,
+            lane_probs=lane_probs,
         )
 
     def after_update(
@@ -124,11 +148,42 @@ class SelfPlay(Feature):
             "selfplay/vs_rule/loss": mean_of(rule.outcome_sums["loss"], rule.matches),
             "selfplay/vs_latest/win": mean_of(latest.outcome_sums["win"], latest.matches),
         }
+        if self.members:
+            state, member_metrics = self.member_games(state, result.tally.slot_results[size + 1 :])
+            metrics.update(member_metrics)
         return state, FeatureOutput.of(metrics)
 
+    def member_games(
+        self, state: MemberPoolState, counts: jax.Array
+    ) -> tuple[MemberPoolState, dict[str, Scalar]]:
+        """This update's games against the other members (``counts [R, 3]`` W/D/L, pure
+        matches, all devices) into the roster, and the population league's metrics."""
+        roster: Roster = state.roster
+        roster = roster.replace(
+            results=roster.results * self.config.result_decay + counts, last=counts
+        )
+        games = counts.sum()
+        ready = roster.index >= 0
+        metrics = {
+            "league/rating": Scalar.of(roster.ratings[jnp.maximum(roster.index, 0)], ready),
+            "league/member_games": Scalar.of(games),
+            "league/vs_members/win": mean_of(counts[:, 0].sum(), games),
+            "league/vs_members/loss": mean_of(counts[:, 2].sum(), games),
+        }
+        return state.replace(roster=roster), metrics
+
     def metric_specs(self) -> tuple[MetricSpec, ...]:
-        """League figures: Elo and pool size at the chunk's end, win rates over it."""
-        return (
+        """League figures: Elo and pool size at the chunk's end, win rates over it (and the
+        member's league rating and games against the other members in a population league)."""
+        members = ()
+        if self.members:
+            members = (
+                MetricSpec("league/rating", "last"),
+                MetricSpec("league/member_games", "sum"),
+                MetricSpec("league/vs_members/win"),
+                MetricSpec("league/vs_members/loss"),
+            )
+        return members + (
             MetricSpec("selfplay/elo", "last"),
             MetricSpec("selfplay/pool_size", "last"),
             MetricSpec("selfplay/snapshots", "sum"),
@@ -168,4 +223,5 @@ def make_selfplay(context: BuildContext) -> SelfPlay | None:
     if config.pool_size == 0:
         return None
     rule_kind = int(context.env.scripted_kinds["rule"])
-    return SelfPlay(config=config, layout=context.layout, rule_kind=rule_kind)
+    members = context.config.num_members if config.cross_member > 0 else 0
+    return SelfPlay(config=config, layout=context.layout, rule_kind=rule_kind, members=members)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.acting import PolicyParams
+from jaxrl.elo import expected_score
 
 PFSP_MODES = ("hard", "variance", "uniform")
 
@@ -39,6 +40,64 @@ class SelfPlayState(struct.PyTreeNode):
     rule_results: jax.Array  # [3] float32, decayed learner wins/draws/losses against the rule
     learner_elo: jax.Array  # () float32, Elo of the learner (RulePolicy = 1500)
     snapshots: jax.Array  # () int32, snapshots taken so far
+
+
+class Roster(struct.PyTreeNode):
+    """A member's view of the population league (:mod:`jaxrl.league.population`), kept in its
+    self-play state so that PBT copies it with the pool and the member's update sees it.
+
+    The league (a population feature) writes ``policies``, ``ratings`` and ``index`` after
+    every update of the whole population; the member's own self-play feature adds its games
+    against each member to ``results`` and ``last``.
+    """
+
+    policies: PolicyParams  # [R, ...] every member's current policy (entries K+1.. of the pool)
+    ratings: jax.Array  # [R] float32, the league's ratings of the members
+    results: jax.Array  # [R, 3] float32, decayed W/D/L of this member against each member
+    last: jax.Array  # [R, 3] float32, this update's W/D/L against each member (league input)
+    index: jax.Array  # () int32, this member's row (-1 until the league first writes it)
+
+
+class MemberPoolState(SelfPlayState):
+    """A member's league in a population league (``selfplay.cross_member`` > 0): the pool and
+    the roster of the other members (a subclass, so a run without it keeps its checkpoints)."""
+
+    roster: Roster  # the other members as opponents
+
+
+def empty_roster(current: PolicyParams, members: int, rating: float) -> Roster:
+    """A roster of ``members`` not yet written by the league (every entry ``current``)."""
+    return Roster(
+        policies=jax.tree.map(
+            lambda x: jnp.array(jnp.broadcast_to(x, (members,) + x.shape)), current
+        ),
+        ratings=jnp.full((members,), rating, jnp.float32),
+        results=jnp.zeros((members, 3), jnp.float32),
+        last=jnp.zeros((members, 3), jnp.float32),
+        index=jnp.full((), -1, jnp.int32),
+    )
+
+
+def member_probs(roster: Roster, mode: str) -> jax.Array:
+    """[R] probabilities of a lane's next member opponent: PFSP on the expected win rate
+    that the league's ratings give this member against each other member (uniform over them
+    if every weight is 0); all 0 until the league has written the roster."""
+    own = roster.ratings[jnp.maximum(roster.index, 0)]
+    expected = expected_score(own, roster.ratings)
+    members = jnp.arange(roster.ratings.shape[0])
+    others = (members != roster.index) & (roster.index >= 0)
+    weights = jnp.where(others, pfsp_weights(expected, mode), 0.0)
+    weights = jnp.where(weights.sum() > 0, weights, others.astype(jnp.float32))
+    return weights / jnp.maximum(weights.sum(), 1e-30)
+
+
+def league_probs(
+    pool_probs: jax.Array, roster: Roster, mode: str, cross_member: float
+) -> jax.Array:
+    """[K + 1 + R] a lane's next opponent: another member with probability ``cross_member``
+    (once the league has written the roster), else the pool's PFSP draw ``pool_probs``."""
+    share = jnp.where(roster.index >= 0, cross_member, 0.0)
+    return jnp.concatenate([(1.0 - share) * pool_probs, share * member_probs(roster, mode)])
 
 
 def win_rates(results: jax.Array) -> jax.Array:
