@@ -4,9 +4,9 @@ On CPU, JAX lowers every Threefry call (each ``jax.random.split``, ``uniform``,
 ``categorical``...) to a ``while`` loop of 5 iterations of 4 rounds, to keep compile times
 down. Inside a rollout ``lax.scan`` that is a nested loop per random call per step: dozens of
 loop-state copies and small kernels per env step, a large share of a small rollout's time
-(figures: docs/results/speed.md#why-the-code-is-as-it-is). :func:`install` registers the straight-line form
-(JAX's lowering on other platforms) for the CPU platform; XLA then fuses each hash into one
-kernel.
+(figures: docs/results/speed.md#why-the-code-is-as-it-is). :func:`install` registers the
+straight-line form (JAX's lowering on other platforms) for the CPU platform; XLA then fuses
+each hash into one kernel.
 
 The hash is the same function, so every random number is bit-for-bit what JAX's own
 lowering gives (``tests/test_prng.py`` checks it against JAX's lowering and the Random123

@@ -527,10 +527,10 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         """gymnax's auto-resetting step (same outputs), observing the selected state once.
 
         gymnax selects between the reset's and the step's observations; on CPU, XLA runs
-        that select over two gathered observations far slower than the whole step (figures:
-        docs/results/speed.md#why-the-code-is-as-it-is). Here the states are selected and observed once; the pre-reset
-        observation is computed apart, only for ``info["final_observation"]`` (dead code,
-        and skipped, where a caller ignores it).
+        that select over two gathered observations far slower than the whole step
+        (figures: docs/results/speed.md#why-the-code-is-as-it-is). Here the states are
+        selected and observed once; the pre-reset observation is computed apart, only for
+        ``info["final_observation"]`` (dead code, and skipped, where a caller ignores it).
         """
         params = self.default_params if params is None else params
         # One draw of random bits per step (on CPU each draw is a loop of kernels, or with

@@ -245,8 +245,8 @@ def to_local(vec: jax.Array, heading: jax.Array) -> jax.Array:
 #
 # Inside the substeps every 2-D quantity is kept as separate x and y arrays (structure of
 # arrays): on CPU, [..., 2] arrays are much slower, their size-2 minor axis defeating
-# vectorisation (figures: docs/results/speed.md#why-the-code-is-as-it-is); headings ride as unit vectors rotated
-# by a small-angle series, so the substeps need no trigonometry.
+# vectorisation (figures: docs/results/speed.md#why-the-code-is-as-it-is); headings ride
+# as unit vectors rotated by a small-angle series, so the substeps need no trigonometry.
 
 
 class Kinematics(struct.PyTreeNode):
