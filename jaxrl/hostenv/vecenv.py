@@ -110,6 +110,11 @@ class EnvPoolVec:
     def __init__(self, name: str, num_envs: int, seed: int, kwargs: dict[str, Any]):
         import envpool  # noqa: PLC0415 - optional dependency
 
+        if kwargs.get("episodic_life"):
+            raise ConfigError(
+                "env.kwargs.episodic_life: not supported (finished envs are reset by id, which "
+                "restarts the whole game); leave it false"
+            )
         if name not in envpool.list_all_envs():
             raise ConfigError(f"env.name: envpool has no task {name!r} (see envpool.list_all_envs())")
         try:
