@@ -123,10 +123,11 @@ class EnvPoolVec:
                 self.env = envpool.make(
                     name, env_type="gymnasium", num_envs=num_envs, seed=seed, **kwargs
                 )
+                spaces = read_spaces(self.env.observation_space, self.env.action_space, name)
         except (TypeError, ValueError, KeyError) as err:
             raise ConfigError(f"env.kwargs: envpool {name}: {err}") from None
         self.num_envs = num_envs
-        self.spaces = read_spaces(self.env.observation_space, self.env.action_space, name)
+        self.spaces = spaces
 
     def reset(self) -> np.ndarray:
         obs, _ = self.env.reset()
