@@ -160,7 +160,11 @@ def measure(
     for mode, mode_runs in runs.items():
         best = statistics.median(r.sps for r in mode_runs)
         split = {k: statistics.fmean(r.split[k] for r in mode_runs) for k in SPLIT}
-        result["jaxrl"][mode] = {"sps": best, "split_s": split, "runs": [asdict(r) for r in mode_runs]}
+        result["jaxrl"][mode] = {
+            "sps": best,
+            "split_s": split,
+            "runs": [asdict(r) for r in mode_runs],
+        }
     if peer_python:
         medians = {n: statistics.median(v) for n, v in peer.items()}
         best = max(medians, key=medians.get)

@@ -131,9 +131,7 @@ def _row(metrics: dict, rollout: Rollout, update_s: float, wall_s: float, batch:
     return row
 
 
-def train_host(
-    config: Config, run_dir: Path, saved: int | None, quiet: bool, signals: Any
-) -> Any:
+def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, signals: Any) -> Any:
     """Train (or resume) a host run; called by :func:`jaxrl.train._train` for its backends.
 
     Returns a :class:`jaxrl.train.TrainResult`. Raises what :func:`jaxrl.train.train` raises.
@@ -158,7 +156,10 @@ def train_host(
             print(complete_message(run_dir, start, config), flush=True)
         return TrainResult(runner=runner, history=[], compile_s=0.0, sps=0.0, run_dir=run_dir)
     vec = make_vec(
-        config.env.backend, config.env.name, config.env.num_envs, env_seed(config, start),
+        config.env.backend,
+        config.env.name,
+        config.env.num_envs,
+        env_seed(config, start),
         config.env.kwargs,
     )
     actor = Actor(spec, vec)
@@ -255,7 +256,9 @@ def train_host(
             f"compile, last episode return {recent:.4g}; run dir {run_dir}",
             flush=True,
         )
-    return TrainResult(runner=runner, history=history, compile_s=compile_s, sps=sps, run_dir=run_dir)
+    return TrainResult(
+        runner=runner, history=history, compile_s=compile_s, sps=sps, run_dir=run_dir
+    )
 
 
 def evaluate_host(

@@ -84,8 +84,7 @@ def build_host_env(config: Config) -> BuiltEnv:
       ConfigError: the backend is not installed, the task id is unknown, or a space is not
         supported.
     """
-    from jaxrl.config.env import BuiltEnv  # noqa: PLC0415
-    from jaxrl.config.env import BACKENDS  # noqa: PLC0415
+    from jaxrl.config.env import BACKENDS, BuiltEnv  # noqa: PLC0415
     from jaxrl.hostenv.vecenv import make_vec  # noqa: PLC0415
 
     require(

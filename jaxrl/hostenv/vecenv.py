@@ -116,7 +116,9 @@ class EnvPoolVec:
                 "restarts the whole game); leave it false"
             )
         if name not in envpool.list_all_envs():
-            raise ConfigError(f"env.name: envpool has no task {name!r} (see envpool.list_all_envs())")
+            raise ConfigError(
+                f"env.name: envpool has no task {name!r} (see envpool.list_all_envs())"
+            )
         try:
             with warnings.catch_warnings():  # gymnasium's Box float64-bounds warning
                 warnings.simplefilter("ignore")
