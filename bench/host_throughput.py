@@ -203,6 +203,28 @@ def report(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def run(
+    tiny: bool,
+    peer_python: str | None,
+    peer_dir: str = "/work/peers/cleanrl",
+    repeats: int = 2,
+    modes: tuple[str, ...] = ("sync", "async"),
+) -> list[dict]:
+    """Both cases (``bench.throughput --only host`` calls this); tiny: one repeat."""
+    return [
+        measure(c, peer_python, Path(peer_dir), 1 if tiny else repeats, modes) for c in cases(tiny)
+    ]
+
+
+def ratios(results: list[dict]) -> dict[str, float]:
+    """``{host/<case>/<mode> jaxrl/CleanRL: ratio}`` for bench.throughput's summary."""
+    return {
+        f"host/{r['case']}/{mode} jaxrl/CleanRL": value
+        for r in results
+        for mode, value in r.get("ratio", {}).items()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: measure, print the table, optionally write JSON."""
     p = argparse.ArgumentParser(prog="python -m bench.host_throughput", description=__doc__)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import flax.linen as nn
@@ -170,3 +171,35 @@ def test_envpool_cartpole_trains(tmp_path):
     assert int(result.runner.update_step) == 4
     assert all(np.isfinite(row["train/total_loss"]) for row in result.history)
     assert sum(row["rollout/episodes"] for row in result.history) > 0
+
+
+def test_host_bench_measures_jaxrl_and_reads_the_peer(tmp_path):
+    from bench import host_throughput as hb
+
+    case = hb.Case(
+        name="cartpole",
+        config=str(REPO / "configs/cartpole_gymnasium.yaml"),
+        peer_script="peer.py",
+        peer_args=("--num-envs", "2"),
+        updates=1,
+        peer_steps=64,
+    )
+    # A stand-in for CleanRL's script: it prints SPS lines as CleanRL's do.
+    (tmp_path / "peer.py").write_text(
+        "import os, sys\nassert '--total-timesteps' in sys.argv\n"
+        "print('SPS: 10'); print('SPS:', 40 + int(os.environ['OMP_NUM_THREADS']))\n"
+    )
+    result = hb.measure(
+        case,
+        sys.executable,
+        tmp_path,
+        1,
+        ("sync",),
+        ("env.num_envs=2", "ppo.num_steps=16", "network.hidden_sizes=[8]"),
+        (1, 2),
+    )
+    assert result["cleanrl"]["sps"] == 42.0 and result["cleanrl"]["threads"] == 2
+    sync = result["jaxrl"]["sync"]
+    assert sync["sps"] > 0 and set(sync["split_s"]) == set(hb.SPLIT)
+    assert result["ratio"]["sync"] == sync["sps"] / 42.0
+    assert "ratio" in hb.report([result])
