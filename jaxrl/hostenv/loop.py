@@ -115,6 +115,11 @@ def _copy(policy: PolicyParams) -> PolicyParams:
     return jax.tree.map(lambda x: x.copy(), policy)
 
 
+def _learn_step(learn_fn: Any, runner: RunnerState, traj: Any) -> tuple[RunnerState, dict]:
+    """One update, finished on the device."""
+    return jax.block_until_ready(learn_fn(runner, traj))
+
+
 def _row(metrics: dict, rollout: Rollout, update_s: float, wall_s: float, batch: int) -> dict:
     """The update's scalars as floats: the learner's, the episodes', the time split."""
     row = {tag: float(value) for tag, value in jax.device_get(metrics).items()}
@@ -140,6 +145,7 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
         TrainingError,
         TrainingInterrupted,
         TrainResult,
+        _in_worker,
         complete_message,
         make_loggers,
     )
@@ -205,8 +211,9 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
             else:
                 rollout = async_actor.get()
             t1 = time.perf_counter()
-            runner, metrics = learn_fn(runner, rollout.traj)
-            jax.block_until_ready(runner)
+            # On a worker thread, as the JAX path's chunks: the main thread stays free to run
+            # signal handlers (timeout -s INT's second SIGINT is then seen as the same request).
+            runner, metrics = _in_worker(_learn_step, learn_fn, runner, rollout.traj)
             t2 = time.perf_counter()
             if update == start:
                 compile_s = t2 - t1  # the first call compiles
