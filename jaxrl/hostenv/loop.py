@@ -70,14 +70,38 @@ def build(config: Config) -> tuple[HostSpec, RunnerState]:
     return spec, jax.device_put(init_runner(spec, key), jax.devices()[0])
 
 
-class _AsyncActor:
-    """The actor on its own thread: takes params from one queue, hands rollouts to another."""
+class SyncRollouts:
+    """Rollouts stepped on the learner's thread with the newest params (``host_mode: sync``)."""
 
-    def __init__(self, actor: Actor, config: Config, first_update: int):
+    def __init__(self, actor: Actor, config: Config):
         self.actor, self.config = actor, config
+
+    def next(self, runner: RunnerState, update: int) -> Rollout:
+        """The rollout that feeds update ``update + 1``."""
+        return self.actor.rollout(policy_of(runner), actor_key(self.config, update))
+
+    def updated(self, runner: RunnerState, done: int) -> None:
+        """Update ``done`` finished with ``runner`` (nothing to hand over)."""
+        del runner, done
+
+    def stop(self) -> None:
+        """Nothing runs in the background."""
+
+
+class AsyncRollouts:
+    """The actor on its own thread, one update ahead (``host_mode: async``).
+
+    It takes params from one queue and hands rollouts to another: rollout ``k`` acts with the
+    params of update ``max(k - 1, 0)`` (the first two with the starting params).
+    """
+
+    def __init__(self, actor: Actor, config: Config, runner: RunnerState, total: int):
+        self.actor, self.config, self.total = actor, config, total
         self.params: queue.Queue = queue.Queue()
         self.rollouts: queue.Queue = queue.Queue(maxsize=1)
-        self.update = first_update
+        self.update = int(runner.update_step)
+        self.params.put(_copy(policy_of(runner)))
+        self.params.put(_copy(policy_of(runner)))
         self.thread = threading.Thread(target=self._run, daemon=True, name="jaxrl-host-actor")
         self.thread.start()
 
@@ -94,15 +118,23 @@ class _AsyncActor:
             self.update += 1
             self.rollouts.put(rollout)
 
-    def get(self) -> Rollout:
+    def next(self, runner: RunnerState, update: int) -> Rollout:
+        """The rollout that feeds update ``update + 1`` (stepped while the learner worked)."""
+        del runner, update
         item = self.rollouts.get()
         if isinstance(item, Exception):
             raise item
         return item
 
+    def updated(self, runner: RunnerState, done: int) -> None:
+        """Hand update ``done``'s params to the rollout after the one in flight."""
+        if done + 1 < self.total:
+            self.params.put(_copy(policy_of(runner)))
+
     def stop(self) -> None:
+        """End the thread (it may be blocked handing over a rollout nobody will take)."""
         self.params.put(None)
-        while self.thread.is_alive():  # drain so a blocked put can finish
+        while self.thread.is_alive():
             try:
                 self.rollouts.get(timeout=0.05)
             except queue.Empty:
@@ -136,6 +168,31 @@ def _row(metrics: dict, rollout: Rollout, update_s: float, wall_s: float, batch:
     return row
 
 
+def header(config: Config, start: int, run_dir: Path) -> str:
+    """The line a host run prints before training."""
+    env, total = config.env, config.num_updates
+    restart = f" (envs restart from seed {env_seed(config, start)})" if start else ""
+    return (
+        f"host run: {env.backend} {env.name}, {env.num_envs} envs x {config.ppo.num_steps} "
+        f"steps, {env.host_mode} actor, updates {start} -> {total} "
+        f"({total * config.batch_size:,} env steps), run dir {run_dir}{restart}"
+    )
+
+
+def progress_bar(config: Config, start: int, quiet: bool) -> tqdm:
+    """The JAX path's progress bar, over env steps."""
+    batch = config.batch_size
+    return tqdm(
+        total=config.num_updates * batch,
+        initial=start * batch,
+        unit="step",
+        unit_scale=True,
+        dynamic_ncols=True,
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
+        disable=quiet or not config.train.progress_bar,
+    )
+
+
 def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, signals: Any) -> Any:
     """Train (or resume) a host run; called by :func:`jaxrl.train._train` for its backends.
 
@@ -161,73 +218,48 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
         if not quiet:
             print(complete_message(run_dir, start, config), flush=True)
         return TrainResult(runner=runner, history=[], compile_s=0.0, sps=0.0, run_dir=run_dir)
-    vec = make_vec(
-        config.env.backend,
-        config.env.name,
-        config.env.num_envs,
-        env_seed(config, start),
-        config.env.kwargs,
-    )
-    actor = Actor(spec, vec)
+    seed = env_seed(config, start)
+    env = config.env
+    vec = make_vec(env.backend, env.name, env.num_envs, seed, env.kwargs)
     if not quiet:
-        print(
-            f"host run: {config.env.backend} {config.env.name}, {config.env.num_envs} envs x "
-            f"{config.ppo.num_steps} steps, {config.env.host_mode} actor, updates {start} -> "
-            f"{total} ({total * batch:,} env steps), run dir {run_dir}"
-            + (f" (envs restart from seed {env_seed(config, start)})" if start else ""),
-            flush=True,
-        )
+        print(header(config, start, run_dir), flush=True)
     loggers = make_loggers(config, HostSetup(members=make_members(config)), run_dir)
     learn_fn = jax.jit(lambda r, t: learn(spec, r, t), donate_argnums=0)
-    bar = tqdm(
-        total=total * batch,
-        initial=start * batch,
-        unit="step",
-        unit_scale=True,
-        dynamic_ncols=True,
-        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
-        disable=quiet or not config.train.progress_bar,
+    bar = progress_bar(config, start, quiet)
+    actor = Actor(spec, vec)
+    source = (
+        AsyncRollouts(actor, config, runner, total)
+        if env.host_mode == "async"
+        else SyncRollouts(actor, config)
     )
-    async_actor = _AsyncActor(actor, config, start) if config.env.host_mode == "async" else None
     history: list[dict] = []
     every, limit = config.checkpoint.every_updates, config.train.max_nonfinite_updates
     last_saved = checkpointer.latest_step() or 0
     t_start, compile_s, trained, recent = time.perf_counter(), 0.0, 0, math.nan
-
-    def save(update: int) -> None:
-        meta = {"env_steps": update * batch, "wall_s": time.perf_counter() - t_start}
-        checkpointer.save(runner, {**meta, "devices": 1}, step=update)
-
     try:
-        if async_actor is not None:  # the first two rollouts act with the starting params
-            async_actor.params.put(_copy(policy_of(runner)))
-            async_actor.params.put(_copy(policy_of(runner)))
         update = start
         signals.training = True
         while update < total:
             t0 = time.perf_counter()
-            if async_actor is None:
-                rollout = actor.rollout(policy_of(runner), actor_key(config, update))
-            else:
-                rollout = async_actor.get()
+            rollout = source.next(runner, update)
             t1 = time.perf_counter()
             # On a worker thread, as the JAX path's chunks: the main thread stays free to run
             # signal handlers (timeout -s INT's second SIGINT is then seen as the same request).
             runner, metrics = _in_worker(_learn_step, learn_fn, runner, rollout.traj)
             t2 = time.perf_counter()
-            if update == start:
-                compile_s = t2 - t1  # the first call compiles
-            if async_actor is not None and update + 2 < total:
-                async_actor.params.put(_copy(policy_of(runner)))
             update += 1
+            source.updated(runner, update)
+            compile_s = t2 - t1 if update == start + 1 else compile_s  # the first call compiles
+            trained += batch if update > start + 1 else 0
             row = _row(metrics, rollout, t2 - t1, t2 - t0, batch)
-            if update > start + 1:
-                trained += batch
             for logger in loggers:
                 logger.scalars(update * batch, row)
             history.append({"env_steps": update * batch, "update": update, **row})
-            if not math.isnan(row["rollout/episode_return"]):
-                recent = row["rollout/episode_return"]
+            recent = (
+                recent
+                if math.isnan(row["rollout/episode_return"])
+                else row["rollout/episode_return"]
+            )
             bar.update(batch)
             bar.set_postfix_str(f"{row['perf/sps']:,.0f} env steps/s, return {recent:.4g}")
             if int(runner.nonfinite_streak) >= limit:
@@ -240,7 +272,8 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
             stop = not at_end and signals.signum is not None
             due = every > 0 and update // every > last_saved // every
             if (due or at_end or stop) and update != last_saved:
-                save(update)
+                meta = {"env_steps": update * batch, "wall_s": time.perf_counter() - t_start}
+                checkpointer.save(runner, {**meta, "devices": 1}, step=update)
                 last_saved = update
             if stop:
                 bar.close()
@@ -249,8 +282,7 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
                 )
     finally:
         bar.close()
-        if async_actor is not None:
-            async_actor.stop()
+        source.stop()
         vec.close()
         for logger in loggers:
             logger.close()
