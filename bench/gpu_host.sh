@@ -20,13 +20,14 @@ if [ -d "$root/.whlhost" ] && [ "$TINY" = 0 ]; then
   $PY -m pip install -q --no-deps --target /tmp/site "$root"/.whlhost/*.whl >> "$log" 2>&1
   site=/tmp/site:$root/.whlhost/site
 fi
-size=(); [ "$TINY" = 1 ] && size=(--tiny)
+size=(); [ "$TINY" = 1 ] && size=(--tiny ppo.num_steps=16 network.hidden_sizes=[64])
+limit=${LIMIT:-240}  # seconds per measurement
 nvidia-smi -L >> "$log" 2>&1
 lscpu | grep -E "Model name|^CPU\(s\)" >> "$log" 2>&1
 for envs in 8 64; do
   echo "== breakout, $envs envs" | tee -a "$log"
-  (cd "$proj" && PYTHONPATH=$site:$proj timeout 240 $PY -m bench.host_throughput --only atari \
-    --repeats 1 "${size[@]}" --json "$OUT/host_breakout_$envs.json" "env.num_envs=$envs" \
+  (cd "$proj" && PYTHONPATH=$site:$proj timeout "$limit" $PY -m bench.host_throughput --only atari \
+    --repeats 1 --json "$OUT/host_breakout_$envs.json" "${size[@]}" "env.num_envs=$envs" \
     >> "$log" 2>&1) || echo "exit $? (breakout $envs envs)" | tee -a "$log"
   [ "$TINY" = 1 ] && break
 done
