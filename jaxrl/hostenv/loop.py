@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import queue
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -147,9 +148,15 @@ def _copy(policy: PolicyParams) -> PolicyParams:
     return jax.tree.map(lambda x: x.copy(), policy)
 
 
-def _learn_step(learn_fn: Any, runner: RunnerState, traj: Any) -> tuple[RunnerState, dict]:
-    """One update, finished on the device."""
-    return jax.block_until_ready(learn_fn(runner, traj))
+def _update(
+    source: SyncRollouts | AsyncRollouts, learn_fn: Any, runner: RunnerState, update: int
+) -> tuple[Rollout, RunnerState, dict, float]:
+    """The next rollout and the update on it, finished on the device; also when the rollout
+    was in hand (``time.perf_counter()``)."""
+    rollout = source.next(runner, update)
+    t1 = time.perf_counter()
+    runner, metrics = jax.block_until_ready(learn_fn(runner, rollout.traj))
+    return rollout, runner, metrics, t1
 
 
 def _row(metrics: dict, rollout: Rollout, update_s: float, wall_s: float, batch: int) -> dict:
@@ -198,14 +205,12 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
 
     Returns a :class:`jaxrl.train.TrainResult`. Raises what :func:`jaxrl.train.train` raises.
     """
-    from jaxrl.train import (  # noqa: PLC0415 - jaxrl.train dispatches here
-        TrainingError,
-        TrainingInterrupted,
-        TrainResult,
-        _in_worker,
-        complete_message,
-        make_loggers,
-    )
+    # The jaxrl.train module that called: under `python -m jaxrl.train` it is __main__, whose
+    # exception classes its main() catches (an import here would give a second copy).
+    trainer = sys.modules[type(signals).__module__]
+    TrainingError, TrainingInterrupted = trainer.TrainingError, trainer.TrainingInterrupted  # noqa: N806
+    TrainResult, _in_worker = trainer.TrainResult, trainer._in_worker  # noqa: N806
+    complete_message, make_loggers = trainer.complete_message, trainer.make_loggers
 
     spec, runner = build(config)
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=saved is None)
@@ -240,12 +245,10 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
         update = start
         signals.training = True
         while update < total:
-            t0 = time.perf_counter()
-            rollout = source.next(runner, update)
-            t1 = time.perf_counter()
             # On a worker thread, as the JAX path's chunks: the main thread stays free to run
             # signal handlers (timeout -s INT's second SIGINT is then seen as the same request).
-            runner, metrics = _in_worker(_learn_step, learn_fn, runner, rollout.traj)
+            t0 = time.perf_counter()
+            rollout, runner, metrics, t1 = _in_worker(_update, source, learn_fn, runner, update)
             t2 = time.perf_counter()
             update += 1
             source.updated(runner, update)
