@@ -203,3 +203,51 @@ def test_host_bench_measures_jaxrl_and_reads_the_peer(tmp_path):
     assert sync["sps"] > 0 and set(sync["split_s"]) == set(hb.SPLIT)
     assert result["ratio"]["sync"] == sync["sps"] / 42.0
     assert "ratio" in hb.report([result])
+
+
+def test_recurrent_bf16_and_continuous_actions_train(tmp_path):
+    gru = train(
+        tiny(
+            "network.core=gru",
+            "network.core_size=8",
+            "ppo.sequence_length=8",
+            "precision=bfloat16",
+        ),
+        tmp_path / "gru",
+        quiet=True,
+    )
+    assert int(gru.runner.update_step) == 4
+    assert all(np.isfinite(row["train/total_loss"]) for row in gru.history)
+    kernel = gru.runner.params["params"]["actor_core"]
+    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(kernel))  # params stay f32
+    # Episodes cut at 10 steps: truncated, bootstrapped from the pre-reset observation.
+    pendulum = train(
+        tiny("env.name=Pendulum-v1", "env.kwargs={max_episode_steps: 10}"),
+        tmp_path / "pendulum",
+        quiet=True,
+    )
+    assert "log_std" in pendulum.runner.params["params"]
+    assert all(np.isfinite(row["train/total_loss"]) for row in pendulum.history)
+    assert all(row["rollout/episode_length"] == 10.0 for row in pendulum.history)
+
+
+def test_actor_bootstraps_truncated_steps_from_the_final_observation():
+    from jaxrl.acting import value_of
+    from jaxrl.hostenv.actor import Actor
+    from jaxrl.hostenv.loop import actor_key, build
+    from jaxrl.hostenv.learner import policy_of
+    from jaxrl.hostenv.vecenv import make_vec
+
+    config = tiny("env.name=Pendulum-v1", "env.kwargs={max_episode_steps: 3}")
+    spec, runner = build(config)
+    vec = make_vec("gymnasium", "Pendulum-v1", 2, 0, {"max_episode_steps": 3})
+    traj = Actor(spec, vec).rollout(policy_of(runner), actor_key(config, 0)).traj
+    truncated = np.asarray(traj.truncated)
+    assert truncated[2::3].all() and truncated.sum() == truncated[2::3].size
+    final = np.asarray(traj.final_value)
+    assert (final[~truncated] == 0).all() and (final[truncated] != 0).all()
+    # Step 2 ends each env's first episode: its final observation is not step 3's (a reset).
+    first_reset_obs = np.asarray(traj.obs[3])
+    value_reset = value_of(spec.policy, runner.params, (), first_reset_obs, jnp.ones(2, bool))
+    assert not np.allclose(final[2], np.asarray(value_reset))
+    assert np.asarray(traj.is_first)[3].all() and not np.asarray(traj.is_first)[2].any()
