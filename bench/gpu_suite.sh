@@ -9,6 +9,8 @@
 #      (SIGINT saves the chunk in flight), its TensorBoard figures, then a tournament of its
 #      last checkpoint against the RulePolicy (in-graph Elo against the tournament's);
 #   4. what is left: the GRU with its core's scan unrolled (a speed candidate, side by side).
+# Non-JAX envs (issue 63, EnvPool Breakout through the actor-learner path) need envpool's
+# wheels, which do not fit this call's carry: a call of their own, bench/gpu_host.sh.
 #
 # Layout, from the project root (`bash bench/gpu_prep.sh PUREJAXRL_GIT_DIR shared/tools/pjrl`
 # makes it; all git-ignored):

@@ -88,7 +88,17 @@ from jaxrl.config import Config, ConfigError, load_config, parse_overrides
 from jaxrl.setup import make_setup
 
 REPO = Path(__file__).resolve().parents[1]
-SECTIONS = ("env", "train", "inference", "memory", "precision", "selfplay", "scale", "device")
+SECTIONS = (
+    "env",
+    "train",
+    "inference",
+    "memory",
+    "precision",
+    "selfplay",
+    "scale",
+    "device",
+    "host",
+)  # host: gymnasium/EnvPool envs beside CleanRL (bench.host_throughput)
 DEFAULT_SECTIONS = SECTIONS[:5]  # selfplay, scale and device compile more steps: ask for them
 SCALE_SEEDS = 8  # scale: members vmapped in one program, against 1
 SCALE_DEVICE_ENVS = 64  # scale: envs sharded over 2 devices, against 1 (unless --train-envs)
@@ -146,6 +156,7 @@ class Plan:
     reference: bool
     exploiters: tuple[str, ...]  # selfplay: the overrides that add the exploiters (--exploiters)
     league_variant: tuple[str, ...]  # selfplay: the league's overrides timed beside it (or none)
+    peer_python: str | None = None  # host: python of CleanRL's venv (--peer-python), or none
 
 
 class Measurements:
@@ -352,6 +363,12 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
                 report(new)
                 if note:
                     outcome.notes.append(f"device {spec.label}: {note}")
+        elif section == "host":
+            from bench import host_throughput  # noqa: PLC0415 - needs gymnasium/envpool
+
+            results = host_throughput.run(profile.name == "tiny", plan.peer_python)
+            outcome.notes.append(host_throughput.report(results))
+            outcome.ratios.update(host_throughput.ratios(results))
         outcome.section_wall_s[section] = time.perf_counter() - start
         log(f"[{section}] {outcome.section_wall_s[section]:.1f} s")
     return figures, outcome
@@ -450,6 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
         "hyperparameters, as shipped and with jaxrl's CPU PRNG lowering, and print the ratios",
     )
     p.add_argument("--json", metavar="FILE", help="write {meta, results} as JSON")
+    p.add_argument("--peer-python", help="host section: python of CleanRL's venv (the peer)")
     p.add_argument(
         "--compare",
         metavar="OLD.json",
@@ -546,6 +564,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
         reference=args.reference,
         exploiters=_exploiter_overrides(args.exploiters),
         league_variant=tuple(args.league_variant),
+        peer_python=args.peer_python,
     )
 
 

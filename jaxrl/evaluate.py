@@ -26,7 +26,7 @@ from flax import struct
 import envs
 from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import CheckpointError, error_line
-from jaxrl.config import ConfigError, parse_overrides
+from jaxrl.config import ConfigError, load_config, parse_overrides
 from jaxrl.match import MatchRecord
 from jaxrl.play import (
     eval_layout,
@@ -140,6 +140,10 @@ def evaluate(
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if host_backend(run_dir):  # gymnasium / EnvPool runs play on their host envs
+        from jaxrl.hostenv.loop import evaluate_host  # noqa: PLC0415
+
+        return evaluate_host(run_dir, episodes, step, seed, deterministic)
     setup, policy, step = load_policy(run_dir, step)
     return evaluate_policy(
         setup, policy, step, episodes, seed, deterministic, stage, opponent, env_overrides,
@@ -181,6 +185,12 @@ def evaluate_policy(
         )
         for i in range(members.count)
     ]
+
+
+def host_backend(run_dir: str | Path) -> bool:
+    """The run in ``run_dir`` trained on a gymnasium or EnvPool env (jaxrl.hostenv)."""
+    path = Path(run_dir) / "config.yaml"
+    return path.is_file() and load_config(path).env.backend != "jax"
 
 
 def _result(stats: EpisodeStats, step: int, episodes: int, deterministic: bool) -> EvalResult:

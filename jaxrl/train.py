@@ -373,6 +373,10 @@ def _train(
         prepare_run_dir(run_dir, overwrite)
         if is_main_process():
             save_config(config, run_dir / "config.yaml")
+    if config.env.backend != "jax":  # gymnasium / EnvPool: the actor-learner loop
+        from jaxrl.hostenv.loop import train_host  # noqa: PLC0415
+
+        return train_host(config, run_dir, saved, quiet, signals)
 
     setup, runner = _in_worker(_build, config)
     # A run interrupted before its first checkpoint resumes from update 0 (nothing to restore).

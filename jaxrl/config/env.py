@@ -11,6 +11,9 @@ if TYPE_CHECKING:
     from jaxrl.config.root import Config
 
 
+BACKENDS = ("jax", "gymnasium", "envpool")
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """Which environment and how many instances."""
@@ -23,6 +26,10 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)  # overrides of the env's EnvParams
     action_repeat: int = 1  # env steps per agent decision; rewards summed
     normalize_obs: bool = False  # running mean/var observation normalisation
+    # jax: a JAX env (the compiled train step); gymnasium | envpool: env.name is that
+    # package's task id, stepped on the host by an actor (jaxrl.hostenv)
+    backend: str = "jax"
+    host_mode: str = "sync"  # gymnasium/envpool: sync (reproducible) | async (actor 1 update ahead)
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,10 @@ def build_env(config: Config) -> BuiltEnv:
     import envs  # noqa: PLC0415 - keep config importable without building envs
 
     env = config.env
+    if env.backend != "jax":  # a host env: spaces read from one instance (jaxrl.hostenv)
+        from jaxrl.hostenv.spaces import build_host_env  # noqa: PLC0415
+
+        return build_host_env(config)
     close = suggest(env.name, envs.registered_envs())
     require(
         envs.is_known(env.name) or bool(env.source),
@@ -66,5 +77,13 @@ def build_env(config: Config) -> BuiltEnv:
 def validate(config: Config) -> None:
     """Values of ``env:`` (the name and kwargs are checked by :func:`build_env`)."""
     env = config.env
+    require(
+        env.backend in BACKENDS,
+        f"env.backend must be one of {', '.join(BACKENDS)}, got {env.backend!r}",
+    )
+    if env.backend != "jax":
+        from jaxrl.hostenv.spaces import validate_host  # noqa: PLC0415
+
+        validate_host(config)
     require(env.num_envs >= 1, f"env.num_envs must be >= 1, got {env.num_envs}")
     require(env.action_repeat >= 1, f"env.action_repeat must be >= 1, got {env.action_repeat}")

@@ -1,0 +1,17 @@
+"""Environments that are not JAX (gymnasium, EnvPool) through an actor-learner split.
+
+``env.backend: gymnasium | envpool`` selects this path. Host envs are stepped in NumPy by an
+actor (:mod:`jaxrl.hostenv.actor`) that runs the policy jitted on the actor device; each
+rollout is handed to the learner (:mod:`jaxrl.hostenv.learner`), one compiled PPO update built
+from the same pieces as the JAX path (:func:`jaxrl.gae.gae`, :func:`jaxrl.ppo.update_epochs`,
+:func:`jaxrl.losses.ppo_loss`, :func:`jaxrl.acting.act`); the new parameters go back to the
+actor. :mod:`jaxrl.hostenv.loop` is the training loop (sync or async, ``env.host_mode``).
+
+Modules:
+  spaces: read observation and action spaces from the env; refuse unsupported ones.
+  vecenv: the vectorised host env (gymnasium or EnvPool) behind one small interface.
+  networks: a Nature-CNN encoder in front of jaxrl's actor-critic for image observations.
+  actor: the rollout on the host.
+  learner: the compiled update.
+  loop: training, checkpoints, logging, resume; ``evaluate`` for such runs.
+"""

@@ -1,0 +1,207 @@
+"""The learner of a host run: one compiled PPO update on a rollout the actor hands over.
+
+Built from the JAX path's pieces: :func:`jaxrl.gae.bootstrap_values`, :func:`jaxrl.gae.gae`,
+:func:`jaxrl.ppo.update_epochs` (minibatching, recurrent sequences, ``apply_if_finite``'s
+NaN guard), :func:`jaxrl.losses.ppo_loss` and :func:`jaxrl.acting.value_of`; the optimiser
+and its annealing are :func:`jaxrl.setup.make_optimizer`'s. Metrics are reduced in-graph
+to float32 scalars.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxrl.acting import PolicyParams, PolicySpec, value_of
+from jaxrl.config.root import Config
+from jaxrl.gae import bootstrap_values, gae
+from jaxrl.hostenv.networks import make_network
+from jaxrl.hostenv.spaces import HostSpaces
+from jaxrl.losses import LossHyperparams, Minibatch
+from jaxrl.ppo import OptState, UpdateSpec, update_epochs
+from jaxrl.precision import compute_dtype
+from jaxrl.setup import current_learning_rate, make_optimizer
+from jaxrl.types import LossMetrics, RunnerState, RunningStats
+
+LOSS_TAGS = tuple(field.name for field in dataclasses.fields(LossMetrics))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class HostSpec:
+    """What acting and learning need of a host run (static, hashed by identity)."""
+
+    config: Config
+    spaces: HostSpaces
+    network: nn.Module
+    policy: PolicySpec
+    update: UpdateSpec
+    loss_hp: LossHyperparams
+
+    @property
+    def sequence_length(self) -> int:
+        """Steps per training sequence (1 without a recurrent core)."""
+        return self.config.sequence_length
+
+
+class Trajectory(struct.PyTreeNode):
+    """One rollout of ``T`` steps on ``B`` host envs, time-major (what the actor hands over)."""
+
+    obs: jax.Array  # [T, B, *obs_shape] the env's dtype, the observation acted on
+    is_first: jax.Array  # [T, B] bool, obs starts an episode
+    action: jax.Array  # [T, B] int32 or [T, B, A] float32 (unclipped)
+    log_prob: jax.Array  # [T, B] float32, behaviour log-prob
+    value: jax.Array  # [T, B] float32, behaviour value
+    reward: jax.Array  # [T, B] float32, the env's reward (before ppo.reward_scale)
+    terminated: jax.Array  # [T, B] bool
+    truncated: jax.Array  # [T, B] bool
+    final_value: jax.Array  # [T, B] float32, V(pre-reset next obs) where truncated, else 0
+    start_hidden: Any  # [C, B, ...] carry at the start of each of the C sequences (() if none)
+    last_obs: jax.Array  # [B, *obs_shape] the observation after the rollout
+    last_is_first: jax.Array  # [B] bool
+    last_hidden: Any  # [B, ...] carry after the rollout (() without a core)
+
+
+def make_host_spec(config: Config, spaces: HostSpaces) -> HostSpec:
+    """Network, optimiser and loss settings of a host run."""
+    dtype = compute_dtype(config.precision)
+    network = make_network(config, spaces, dtype, config.network.core_unroll or 1)
+    ppo = config.ppo
+    optimizer = make_optimizer(config)
+    return HostSpec(
+        config=config,
+        spaces=spaces,
+        network=network,
+        policy=PolicySpec(network=network, discrete=spaces.discrete, normalize_obs=False),
+        update=UpdateSpec(
+            network=network,
+            discrete=spaces.discrete,
+            optimizer=optimizer,
+            update_epochs=ppo.update_epochs,
+            num_minibatches=ppo.num_minibatches,
+        ),
+        loss_hp=LossHyperparams(
+            clip_eps=jnp.float32(ppo.clip_eps),
+            vf_coef=jnp.float32(ppo.vf_coef),
+            ent_coef=jnp.float32(ppo.ent_coef),
+            clip_value=ppo.clip_value,
+            normalize_advantages=ppo.normalize_advantages,
+        ),
+    )
+
+
+def init_runner(spec: HostSpec, key: jax.Array) -> RunnerState:
+    """Fresh params and optimiser state; the host envs are not part of it (not checkpointed)."""
+    key, key_params = jax.random.split(key)
+    num_envs = spec.config.env.num_envs
+    obs = jnp.zeros((1, num_envs) + spec.spaces.obs_shape, spec.spaces.obs_dtype)
+    params = spec.network.init(
+        key_params, spec.network.initial_hidden(num_envs), obs, jnp.zeros((1, num_envs), bool)
+    )
+    zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731 - distinct buffers: donated leaf by leaf
+    return RunnerState(
+        params=params,
+        opt_state=spec.update.optimizer.init(params),
+        match=(),
+        obs_stats=RunningStats.create(spec.spaces.obs_shape),
+        key=key,
+        update_step=zero(),
+        nonfinite_streak=zero(),
+        nonfinite_total=zero(),
+        features={},
+        hyper=(),
+    )
+
+
+def policy_of(runner: RunnerState) -> PolicyParams:
+    """The weights the actor acts with."""
+    return PolicyParams(params=runner.params, obs_stats=runner.obs_stats)
+
+
+def to_sequences(data: Minibatch, start_hidden: Any, length: int) -> Minibatch:
+    """``[T, B, ...]`` -> ``N = B * T / L`` sequences ``[L, N, ...]`` (as the JAX path cuts them).
+
+    Sequence ``c * B + b`` is env ``b``'s steps ``c*L .. c*L + L - 1``, started from
+    ``start_hidden[c, b]``.
+    """
+
+    def cut(x):
+        num_steps, num_envs = x.shape[:2]
+        x = x.reshape((num_steps // length, length, num_envs) + x.shape[2:])
+        return jnp.swapaxes(x, 0, 1).reshape((length, -1) + x.shape[3:])
+
+    sequences = jax.tree.map(cut, data.replace(hidden=()))
+    hidden = jax.tree.map(lambda h: h.reshape((-1,) + h.shape[2:]), start_hidden)
+    return sequences.replace(hidden=hidden)
+
+
+def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
+    """``1 - Var[returns - values] / Var[returns]`` (nan when the returns are constant)."""
+    var_returns = jnp.var(returns)
+    return jnp.where(var_returns > 0, 1.0 - jnp.var(returns - values) / var_returns, jnp.nan)
+
+
+def learn(
+    spec: HostSpec, runner: RunnerState, traj: Trajectory
+) -> tuple[RunnerState, dict[str, jax.Array]]:
+    """One PPO update on ``traj``: GAE, the epochs of minibatch steps, in-graph metrics.
+
+    Returns the new runner and ``{tag: () float32}``.
+    """
+    ppo = spec.config.ppo
+    key, key_epochs = jax.random.split(runner.key)
+    last_value = value_of(
+        spec.policy, runner.params, traj.last_hidden, traj.last_obs, traj.last_is_first
+    )
+    next_values = bootstrap_values(traj.value, last_value, traj.final_value, traj.truncated)
+    advantages, targets = gae(
+        traj.reward * ppo.reward_scale,
+        traj.value,
+        next_values,
+        traj.terminated,
+        traj.truncated,
+        ppo.gamma,
+        ppo.gae_lambda,
+    )
+    data = Minibatch(
+        obs=traj.obs,
+        is_first=traj.is_first,
+        hidden=(),
+        action=traj.action,
+        log_prob=traj.log_prob,
+        value=traj.value,
+        advantage=advantages,
+        target=targets,
+    )
+    batch = to_sequences(data, traj.start_hidden, spec.sequence_length)
+    lr = jnp.float32(ppo.lr)
+    learning_rate = current_learning_rate(runner.opt_state) * lr
+    opt, steps = update_epochs(
+        spec.update,
+        spec.loss_hp,
+        lr,
+        OptState(params=runner.params, opt_state=runner.opt_state),
+        batch,
+        key_epochs,
+    )
+    nonfinite = steps.nonfinite.any()
+    runner = runner.replace(
+        params=opt.params,
+        opt_state=opt.opt_state,
+        key=key,
+        update_step=runner.update_step + 1,
+        nonfinite_streak=jnp.where(nonfinite, runner.nonfinite_streak + 1, 0),
+        nonfinite_total=runner.nonfinite_total + nonfinite.astype(jnp.int32),
+    )
+    metrics = {
+        **{f"train/{name}": getattr(steps.loss, name).mean() for name in LOSS_TAGS},
+        "train/explained_variance": explained_variance(traj.value, targets),
+        "train/grad_norm": steps.grad_norm.mean(),
+        "train/learning_rate": learning_rate,
+        "train/nonfinite_updates": nonfinite.astype(jnp.float32),
+    }
+    return runner, metrics

@@ -1,0 +1,373 @@
+"""Training and evaluation of a host run (``env.backend: gymnasium | envpool``).
+
+``env.host_mode``:
+
+* ``sync``: the actor steps a rollout with the newest params, then the learner updates on
+  it; repeat. Bit-reproducible for a seed (tested).
+* ``async``: the actor runs in its own thread one update ahead: rollout ``k + 1`` is stepped
+  with the params of update ``k - 1`` while the learner runs update ``k``. The behaviour
+  log-probs are those of the acting params, so PPO's ratio corrects for the lag. The hand-over
+  is fixed (a rollout always acts with the params of two updates before), so it repeats too,
+  but env stepping and learning overlap.
+
+Checkpoints save the params, optimiser state, keys and counters (a
+:class:`jaxrl.types.RunnerState` without env state); the host envs are not saved: a resumed
+run restarts them from a new seed (``seed`` folded with the update it resumes at).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from jaxrl.acting import PolicyParams
+from jaxrl.checkpoint import Checkpointer, CheckpointError
+from jaxrl.config import Config, build_env
+from jaxrl.config.loader import load_run_config
+from jaxrl.hostenv.actor import Actor, Rollout
+from jaxrl.hostenv.learner import HostSpec, init_runner, learn, make_host_spec, policy_of
+from jaxrl.hostenv.vecenv import make_vec
+from jaxrl.hyper import make_members
+from jaxrl.types import RunnerState
+
+ENV_SEED_STRIDE = 1_000_003  # a resumed run's envs: seed + stride * update (a new seed)
+
+
+@dataclass(frozen=True)
+class HostSetup:
+    """What :func:`jaxrl.train.make_loggers` reads of a run (its members: one)."""
+
+    members: Any
+
+
+def env_seed(config: Config, start_update: int) -> int:
+    """The host envs' seed: ``seed`` for a new run, a new one for each resume point."""
+    return (config.seed + ENV_SEED_STRIDE * start_update) % 2**31
+
+
+def actor_key(config: Config, update: int) -> jax.Array:
+    """The key of the rollout that feeds update ``update`` (independent of the learner's)."""
+    base = jax.random.fold_in(jax.random.key(config.seed), 0x4A0)
+    return jax.random.fold_in(base, update)
+
+
+def build(config: Config) -> tuple[HostSpec, RunnerState]:
+    """Spec (spaces read from one env) and a fresh runner for ``config``."""
+    spaces = build_env(config).env
+    spec = make_host_spec(config, spaces)
+    key = jax.random.key(config.seed)
+    # Committed to the device as the learner's outputs are, so its second call hits the cache.
+    return spec, jax.device_put(init_runner(spec, key), jax.devices()[0])
+
+
+class SyncRollouts:
+    """Rollouts stepped on the learner's thread with the newest params (``host_mode: sync``)."""
+
+    def __init__(self, actor: Actor, config: Config):
+        self.actor, self.config = actor, config
+
+    def next(self, runner: RunnerState, update: int) -> Rollout:
+        """The rollout that feeds update ``update + 1``."""
+        return self.actor.rollout(policy_of(runner), actor_key(self.config, update))
+
+    def updated(self, runner: RunnerState, done: int) -> None:
+        """Update ``done`` finished with ``runner`` (nothing to hand over)."""
+        del runner, done
+
+    def stop(self) -> None:
+        """Nothing runs in the background."""
+
+
+class AsyncRollouts:
+    """The actor on its own thread, one update ahead (``host_mode: async``).
+
+    It takes params from one queue and hands rollouts to another: rollout ``k`` acts with the
+    params of update ``max(k - 1, 0)`` (the first two with the starting params).
+    """
+
+    def __init__(self, actor: Actor, config: Config, runner: RunnerState, total: int):
+        self.actor, self.config, self.total = actor, config, total
+        self.params: queue.Queue = queue.Queue()
+        self.rollouts: queue.Queue = queue.Queue(maxsize=1)
+        self.update = int(runner.update_step)
+        self.params.put(_copy(policy_of(runner)))
+        self.params.put(_copy(policy_of(runner)))
+        self.thread = threading.Thread(target=self._run, daemon=True, name="jaxrl-host-actor")
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            policy = self.params.get()
+            if policy is None:
+                return
+            try:
+                rollout = self.actor.rollout(policy, actor_key(self.config, self.update))
+            except Exception as err:  # handed to the learner, which raises it
+                self.rollouts.put(err)
+                return
+            self.update += 1
+            self.rollouts.put(rollout)
+
+    def next(self, runner: RunnerState, update: int) -> Rollout:
+        """The rollout that feeds update ``update + 1`` (stepped while the learner worked)."""
+        del runner, update
+        item = self.rollouts.get()
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def updated(self, runner: RunnerState, done: int) -> None:
+        """Hand update ``done``'s params to the rollout after the one in flight."""
+        if done + 1 < self.total:
+            self.params.put(_copy(policy_of(runner)))
+
+    def stop(self) -> None:
+        """End the thread (it may be blocked handing over a rollout nobody will take)."""
+        self.params.put(None)
+        while self.thread.is_alive():
+            try:
+                self.rollouts.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self.thread.join()
+
+
+def _copy(policy: PolicyParams) -> PolicyParams:
+    """Buffers of the actor's own: the learner donates the runner's to the next update."""
+    return jax.tree.map(lambda x: x.copy(), policy)
+
+
+def _update(
+    source: SyncRollouts | AsyncRollouts, learn_fn: Any, runner: RunnerState, update: int
+) -> tuple[Rollout, RunnerState, dict, float]:
+    """The next rollout and the update on it, finished on the device; also when the rollout
+    was in hand (``time.perf_counter()``)."""
+    rollout = source.next(runner, update)
+    t1 = time.perf_counter()
+    runner, metrics = jax.block_until_ready(learn_fn(runner, rollout.traj))
+    return rollout, runner, metrics, t1
+
+
+def _row(metrics: dict, rollout: Rollout, update_s: float, wall_s: float, batch: int) -> dict:
+    """The update's scalars as floats: the learner's, the episodes', the time split."""
+    row = {tag: float(value) for tag, value in jax.device_get(metrics).items()}
+    episodes = rollout.episodes
+    count = len(episodes.returns)
+    row["rollout/episode_return"] = float(np.mean(episodes.returns)) if count else math.nan
+    row["rollout/episode_length"] = float(np.mean(episodes.lengths)) if count else math.nan
+    row["rollout/episodes"] = float(count)
+    row["perf/env_s"] = rollout.env_s
+    row["perf/policy_s"] = rollout.policy_s
+    row["perf/transfer_s"] = rollout.transfer_s
+    row["perf/update_s"] = update_s
+    row["perf/sps"] = batch / wall_s if wall_s > 0 else 0.0
+    return row
+
+
+def header(config: Config, start: int, run_dir: Path) -> str:
+    """The line a host run prints before training."""
+    env, total = config.env, config.num_updates
+    restart = f" (envs restart from seed {env_seed(config, start)})" if start else ""
+    return (
+        f"host run: {env.backend} {env.name}, {env.num_envs} envs x {config.ppo.num_steps} "
+        f"steps, {env.host_mode} actor, updates {start} -> {total} "
+        f"({total * config.batch_size:,} env steps), run dir {run_dir}{restart}"
+    )
+
+
+def progress_bar(config: Config, start: int, quiet: bool) -> tqdm:
+    """The JAX path's progress bar, over env steps."""
+    batch = config.batch_size
+    return tqdm(
+        total=config.num_updates * batch,
+        initial=start * batch,
+        unit="step",
+        unit_scale=True,
+        dynamic_ncols=True,
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
+        disable=quiet or not config.train.progress_bar,
+    )
+
+
+def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, signals: Any) -> Any:
+    """Train (or resume) a host run; called by :func:`jaxrl.train._train` for its backends.
+
+    Returns a :class:`jaxrl.train.TrainResult`. Raises what :func:`jaxrl.train.train` raises.
+    """
+    # The jaxrl.train module that called: under `python -m jaxrl.train` it is __main__, whose
+    # exception classes its main() catches (an import here would give a second copy).
+    trainer = sys.modules[type(signals).__module__]
+    TrainingError, TrainingInterrupted = trainer.TrainingError, trainer.TrainingInterrupted  # noqa: N806
+    TrainResult, _in_worker = trainer.TrainResult, trainer._in_worker  # noqa: N806
+    complete_message, make_loggers = trainer.complete_message, trainer.make_loggers
+
+    spec, runner = build(config)
+    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=saved is None)
+    if saved is not None:
+        runner, _ = checkpointer.restore(runner)
+    start = int(runner.update_step)
+    batch, total = config.batch_size, config.num_updates
+    if saved is not None and start >= total:
+        checkpointer.close()
+        if not quiet:
+            print(complete_message(run_dir, start, config), flush=True)
+        return TrainResult(runner=runner, history=[], compile_s=0.0, sps=0.0, run_dir=run_dir)
+    seed = env_seed(config, start)
+    env = config.env
+    vec = make_vec(env.backend, env.name, env.num_envs, seed, env.kwargs)
+    if not quiet:
+        print(header(config, start, run_dir), flush=True)
+    loggers = make_loggers(config, HostSetup(members=make_members(config)), run_dir)
+    learn_fn = jax.jit(lambda r, t: learn(spec, r, t), donate_argnums=0)
+    bar = progress_bar(config, start, quiet)
+    actor = Actor(spec, vec)
+    source = (
+        AsyncRollouts(actor, config, runner, total)
+        if env.host_mode == "async"
+        else SyncRollouts(actor, config)
+    )
+    history: list[dict] = []
+    every, limit = config.checkpoint.every_updates, config.train.max_nonfinite_updates
+    last_saved = checkpointer.latest_step() or 0
+    t_start, compile_s, trained, recent = time.perf_counter(), 0.0, 0, math.nan
+    try:
+        update = start
+        signals.training = True
+        while update < total:
+            # On a worker thread, as the JAX path's chunks: the main thread stays free to run
+            # signal handlers (timeout -s INT's second SIGINT is then seen as the same request).
+            t0 = time.perf_counter()
+            rollout, runner, metrics, t1 = _in_worker(_update, source, learn_fn, runner, update)
+            t2 = time.perf_counter()
+            update += 1
+            source.updated(runner, update)
+            compile_s = t2 - t1 if update == start + 1 else compile_s  # the first call compiles
+            trained += batch if update > start + 1 else 0
+            row = _row(metrics, rollout, t2 - t1, t2 - t0, batch)
+            for logger in loggers:
+                logger.scalars(update * batch, row)
+            history.append({"env_steps": update * batch, "update": update, **row})
+            recent = (
+                recent
+                if math.isnan(row["rollout/episode_return"])
+                else row["rollout/episode_return"]
+            )
+            bar.update(batch)
+            bar.set_postfix_str(f"{row['perf/sps']:,.0f} env steps/s, return {recent:.4g}")
+            if int(runner.nonfinite_streak) >= limit:
+                raise TrainingError(
+                    f"training stopped: {int(runner.nonfinite_streak)} non-finite updates in a "
+                    f"row at update {update} (train.max_nonfinite_updates={limit}); last good "
+                    f"checkpoint: {checkpointer.latest_step()}"
+                )
+            at_end = update >= total
+            stop = not at_end and signals.signum is not None
+            due = every > 0 and update // every > last_saved // every
+            if (due or at_end or stop) and update != last_saved:
+                meta = {"env_steps": update * batch, "wall_s": time.perf_counter() - t_start}
+                checkpointer.save(runner, {**meta, "devices": 1}, step=update)
+                last_saved = update
+            if stop:
+                bar.close()
+                raise TrainingInterrupted(
+                    signals.signum or signal.SIGINT, run_dir, update, graceful=True, trained=True
+                )
+    finally:
+        bar.close()
+        source.stop()
+        vec.close()
+        for logger in loggers:
+            logger.close()
+        checkpointer.close()
+    wall = time.perf_counter() - t_start - compile_s
+    sps = trained / wall if wall > 0 else 0.0
+    if not quiet:
+        print(
+            f"done: {update * batch:,} env steps, {sps:,.0f} env steps/s after {compile_s:.1f} s "
+            f"compile, last episode return {recent:.4g}; run dir {run_dir}",
+            flush=True,
+        )
+    return TrainResult(
+        runner=runner, history=history, compile_s=compile_s, sps=sps, run_dir=run_dir
+    )
+
+
+def evaluate_host(
+    run_dir: str | Path, episodes: int, step: int | None, seed: int, deterministic: bool
+) -> Any:
+    """``episodes`` episodes of a host run's checkpointed policy on fresh host envs.
+
+    Returns a :class:`jaxrl.evaluate.EvalResult` (the first ``episodes`` episodes to end,
+    on ``min(episodes, env.num_envs)`` envs seeded with ``seed``).
+    """
+    from jaxrl.evaluate import EvalResult  # noqa: PLC0415 - jaxrl.evaluate dispatches here
+
+    config = load_run_config(run_dir)
+    spec, runner = build(config)
+    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)
+    try:
+        policy, step = checkpointer.restore_policy(policy_of(runner), step)
+    finally:
+        checkpointer.close()
+    num_envs = min(episodes, config.env.num_envs)
+    vec = make_vec(config.env.backend, config.env.name, num_envs, seed, config.env.kwargs)
+    try:
+        returns, lengths = play_episodes(spec, vec, policy, episodes, seed, deterministic)
+    finally:
+        vec.close()
+    returns_arr = np.asarray(returns, np.float64)
+    return EvalResult(
+        mean_return=float(returns_arr.mean()),
+        std_return=float(returns_arr.std()),
+        mean_length=float(np.mean(lengths)),
+        returns=tuple(returns),
+        step=int(step),
+        episodes=episodes,
+        deterministic=deterministic,
+    )
+
+
+def play_episodes(
+    spec: HostSpec, vec: Any, policy: PolicyParams, episodes: int, seed: int, deterministic: bool
+) -> tuple[list[float], list[int]]:
+    """Returns and lengths of the first ``episodes`` episodes ``vec`` finishes under ``policy``."""
+    from jaxrl.acting import act  # noqa: PLC0415
+
+    step_fn = jax.jit(
+        lambda p, h, o, f, k: act(spec.policy, p, h, o, f, k, deterministic=deterministic)
+    )
+    key = jax.random.key(seed)
+    obs, is_first = vec.reset(), np.ones(vec.num_envs, bool)
+    hidden = spec.network.initial_hidden(vec.num_envs)
+    ret, length = np.zeros(vec.num_envs), np.zeros(vec.num_envs, int)
+    returns: list[float] = []
+    lengths: list[int] = []
+    t = 0
+    while len(returns) < episodes:
+        out = step_fn(policy, hidden, obs, is_first, jax.random.fold_in(key, t))
+        action = np.asarray(out.action)
+        if not spec.spaces.discrete:
+            action = np.clip(action, spec.spaces.action_low, spec.spaces.action_high)
+        step = vec.step(action)
+        ret += step.raw_reward
+        length += 1
+        done = step.terminated | step.truncated
+        for i in np.nonzero(done)[0]:
+            returns.append(float(ret[i]))
+            lengths.append(int(length[i]))
+        ret[done], length[done] = 0.0, 0
+        obs, is_first, hidden, t = step.obs, done, out.hidden, t + 1
+    if not returns:
+        raise CheckpointError("no episode finished")
+    return returns[:episodes], lengths[:episodes]
