@@ -22,6 +22,7 @@ from jaxrl.config.root import Config
 from jaxrl.gae import bootstrap_values, gae
 from jaxrl.hostenv.networks import make_network
 from jaxrl.hostenv.spaces import HostSpaces
+from jaxrl.hyper import base_hyper
 from jaxrl.losses import LossHyperparams, Minibatch
 from jaxrl.ppo import OptState, UpdateSpec, update_epochs
 from jaxrl.precision import compute_dtype
@@ -85,9 +86,7 @@ def make_host_spec(config: Config, spaces: HostSpaces) -> HostSpec:
             num_minibatches=ppo.num_minibatches,
         ),
         loss_hp=LossHyperparams(
-            clip_eps=jnp.float32(ppo.clip_eps),
-            vf_coef=jnp.float32(ppo.vf_coef),
-            ent_coef=jnp.float32(ppo.ent_coef),
+            values=base_hyper(config),  # the config's clip_eps, vf_coef, ent_coef, ...
             clip_value=ppo.clip_value,
             normalize_advantages=ppo.normalize_advantages,
         ),

@@ -17,6 +17,7 @@ run restarts them from a new seed (``seed`` folded with the update it resumes at
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import queue
 import signal
@@ -200,6 +201,104 @@ def progress_bar(config: Config, start: int, quiet: bool) -> tqdm:
     )
 
 
+@dataclasses.dataclass
+class _Progress:
+    """What the host loop has done so far (host-side, mutated as updates finish)."""
+
+    update: int  # updates done
+    last_saved: int  # the update of the newest checkpoint
+    t_start: float = dataclasses.field(default_factory=time.perf_counter)
+    compile_s: float = 0.0  # the first update's time (it compiles the learner)
+    trained: int = 0  # env steps trained after the first update (for env steps/s)
+    recent: float = math.nan  # the latest rollout's mean finished-episode return
+    history: list = dataclasses.field(default_factory=list)
+
+
+def _record(progress: _Progress, row: dict, loggers: list, bar: Any, batch: int) -> None:
+    """Log one update's row, add it to the history and move the progress bar."""
+    update = progress.update
+    for logger in loggers:
+        logger.scalars(update * batch, row)
+    progress.history.append({"env_steps": update * batch, "update": update, **row})
+    if not math.isnan(row["rollout/episode_return"]):
+        progress.recent = row["rollout/episode_return"]
+    bar.update(batch)
+    bar.set_postfix_str(f"{row['perf/sps']:,.0f} env steps/s, return {progress.recent:.4g}")
+
+
+def _save_if_due(
+    progress: _Progress, checkpointer: Checkpointer, runner: Any, config: Config, stop: bool
+) -> None:
+    """Save at the checkpoint cadence, at the end of training and when stopping."""
+    update, every = progress.update, config.checkpoint.every_updates
+    at_end = update >= config.num_updates
+    due = every > 0 and update // every > progress.last_saved // every
+    if (due or at_end or stop) and update != progress.last_saved:
+        wall = time.perf_counter() - progress.t_start
+        meta = {"env_steps": update * config.batch_size, "wall_s": wall, "devices": 1}
+        checkpointer.save(runner, meta, step=update)
+        progress.last_saved = update
+
+
+def _run_updates(
+    trainer: Any, config: Config, spec: HostSpec, runner: Any, checkpointer: Checkpointer,
+    progress: _Progress, signals: Any, run_dir: Path, quiet: bool,
+) -> Any:  # fmt: skip
+    """The updates from ``progress.update`` to the end; returns the final runner."""
+    env, batch, total = config.env, config.batch_size, config.num_updates
+    vec = make_vec(
+        env.backend, env.name, env.num_envs, env_seed(config, progress.update), env.kwargs
+    )
+    loggers = trainer.make_loggers(config, HostSetup(members=make_members(config)), run_dir)
+    learn_fn = jax.jit(lambda r, t: learn(spec, r, t), donate_argnums=0)
+    bar = progress_bar(config, progress.update, quiet)
+    actor = Actor(spec, vec)
+    source = (
+        AsyncRollouts(actor, config, runner, total)
+        if env.host_mode == "async"
+        else SyncRollouts(actor, config)
+    )
+    first, limit = progress.update, config.train.max_nonfinite_updates
+    try:
+        signals.training = True
+        while progress.update < total:
+            # On a worker thread, as the JAX path's chunks: the main thread stays free to run
+            # signal handlers (timeout -s INT's second SIGINT is then seen as the same request).
+            t0 = time.perf_counter()
+            rollout, runner, metrics, t1 = trainer._in_worker(
+                _update, source, learn_fn, runner, progress.update
+            )
+            t2 = time.perf_counter()
+            progress.update += 1
+            source.updated(runner, progress.update)
+            if progress.update == first + 1:
+                progress.compile_s = t2 - t1  # the first call compiles
+            else:
+                progress.trained += batch
+            _record(progress, _row(metrics, rollout, t2 - t1, t2 - t0, batch), loggers, bar, batch)
+            if int(runner.nonfinite_streak) >= limit:
+                raise trainer.TrainingError(
+                    f"training stopped: {int(runner.nonfinite_streak)} non-finite updates in a "
+                    f"row at update {progress.update} (train.max_nonfinite_updates={limit}); "
+                    f"last good checkpoint: {checkpointer.latest_step()}"
+                )
+            stop = progress.update < total and signals.signum is not None
+            _save_if_due(progress, checkpointer, runner, config, stop)
+            if stop:
+                bar.close()
+                raise trainer.TrainingInterrupted(
+                    signals.signum or signal.SIGINT, run_dir, progress.update,
+                    graceful=True, trained=True,
+                )  # fmt: skip
+    finally:
+        bar.close()
+        source.stop()
+        vec.close()
+        for logger in loggers:
+            logger.close()
+    return runner
+
+
 def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, signals: Any) -> Any:
     """Train (or resume) a host run; called by :func:`jaxrl.train._train` for its backends.
 
@@ -208,99 +307,39 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
     # The jaxrl.train module that called: under `python -m jaxrl.train` it is __main__, whose
     # exception classes its main() catches (an import here would give a second copy).
     trainer = sys.modules[type(signals).__module__]
-    TrainingError, TrainingInterrupted = trainer.TrainingError, trainer.TrainingInterrupted  # noqa: N806
-    TrainResult, _in_worker = trainer.TrainResult, trainer._in_worker  # noqa: N806
-    complete_message, make_loggers = trainer.complete_message, trainer.make_loggers
-
     spec, runner = build(config)
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=saved is None)
-    if saved is not None:
-        runner, _ = checkpointer.restore(runner)
-    start = int(runner.update_step)
-    batch, total = config.batch_size, config.num_updates
-    if saved is not None and start >= total:
-        checkpointer.close()
-        if not quiet:
-            print(complete_message(run_dir, start, config), flush=True)
-        return TrainResult(runner=runner, history=[], compile_s=0.0, sps=0.0, run_dir=run_dir)
-    seed = env_seed(config, start)
-    env = config.env
-    vec = make_vec(env.backend, env.name, env.num_envs, seed, env.kwargs)
-    if not quiet:
-        print(header(config, start, run_dir), flush=True)
-    loggers = make_loggers(config, HostSetup(members=make_members(config)), run_dir)
-    learn_fn = jax.jit(lambda r, t: learn(spec, r, t), donate_argnums=0)
-    bar = progress_bar(config, start, quiet)
-    actor = Actor(spec, vec)
-    source = (
-        AsyncRollouts(actor, config, runner, total)
-        if env.host_mode == "async"
-        else SyncRollouts(actor, config)
-    )
-    history: list[dict] = []
-    every, limit = config.checkpoint.every_updates, config.train.max_nonfinite_updates
-    last_saved = checkpointer.latest_step() or 0
-    t_start, compile_s, trained, recent = time.perf_counter(), 0.0, 0, math.nan
     try:
-        update = start
-        signals.training = True
-        while update < total:
-            # On a worker thread, as the JAX path's chunks: the main thread stays free to run
-            # signal handlers (timeout -s INT's second SIGINT is then seen as the same request).
-            t0 = time.perf_counter()
-            rollout, runner, metrics, t1 = _in_worker(_update, source, learn_fn, runner, update)
-            t2 = time.perf_counter()
-            update += 1
-            source.updated(runner, update)
-            compile_s = t2 - t1 if update == start + 1 else compile_s  # the first call compiles
-            trained += batch if update > start + 1 else 0
-            row = _row(metrics, rollout, t2 - t1, t2 - t0, batch)
-            for logger in loggers:
-                logger.scalars(update * batch, row)
-            history.append({"env_steps": update * batch, "update": update, **row})
-            recent = (
-                recent
-                if math.isnan(row["rollout/episode_return"])
-                else row["rollout/episode_return"]
+        if saved is not None:
+            runner, _ = checkpointer.restore(runner)
+        start = int(runner.update_step)
+        if saved is not None and start >= config.num_updates:
+            if not quiet:
+                print(trainer.complete_message(run_dir, start, config), flush=True)
+            return trainer.TrainResult(
+                runner=runner, history=[], compile_s=0.0, sps=0.0, run_dir=run_dir
             )
-            bar.update(batch)
-            bar.set_postfix_str(f"{row['perf/sps']:,.0f} env steps/s, return {recent:.4g}")
-            if int(runner.nonfinite_streak) >= limit:
-                raise TrainingError(
-                    f"training stopped: {int(runner.nonfinite_streak)} non-finite updates in a "
-                    f"row at update {update} (train.max_nonfinite_updates={limit}); last good "
-                    f"checkpoint: {checkpointer.latest_step()}"
-                )
-            at_end = update >= total
-            stop = not at_end and signals.signum is not None
-            due = every > 0 and update // every > last_saved // every
-            if (due or at_end or stop) and update != last_saved:
-                meta = {"env_steps": update * batch, "wall_s": time.perf_counter() - t_start}
-                checkpointer.save(runner, {**meta, "devices": 1}, step=update)
-                last_saved = update
-            if stop:
-                bar.close()
-                raise TrainingInterrupted(
-                    signals.signum or signal.SIGINT, run_dir, update, graceful=True, trained=True
-                )
+        if not quiet:
+            print(header(config, start, run_dir), flush=True)
+        progress = _Progress(update=start, last_saved=checkpointer.latest_step() or 0)
+        runner = _run_updates(
+            trainer, config, spec, runner, checkpointer, progress, signals, run_dir, quiet
+        )
     finally:
-        bar.close()
-        source.stop()
-        vec.close()
-        for logger in loggers:
-            logger.close()
         checkpointer.close()
-    wall = time.perf_counter() - t_start - compile_s
-    sps = trained / wall if wall > 0 else 0.0
+    wall = time.perf_counter() - progress.t_start - progress.compile_s
+    sps = progress.trained / wall if wall > 0 else 0.0
     if not quiet:
         print(
-            f"done: {update * batch:,} env steps, {sps:,.0f} env steps/s after {compile_s:.1f} s "
-            f"compile, last episode return {recent:.4g}; run dir {run_dir}",
+            f"done: {progress.update * config.batch_size:,} env steps, {sps:,.0f} env steps/s "
+            f"after {progress.compile_s:.1f} s compile, last episode return "
+            f"{progress.recent:.4g}; run dir {run_dir}",
             flush=True,
         )
-    return TrainResult(
-        runner=runner, history=history, compile_s=compile_s, sps=sps, run_dir=run_dir
-    )
+    return trainer.TrainResult(
+        runner=runner, history=progress.history, compile_s=progress.compile_s, sps=sps,
+        run_dir=run_dir,
+    )  # fmt: skip
 
 
 def evaluate_host(
