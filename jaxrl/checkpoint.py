@@ -300,6 +300,8 @@ def _drop_closed_loop(unraisable: Any, previous: Callable[[Any], None]) -> None:
     exc = unraisable.exc_value
     if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
         return
+    if isinstance(exc, Exception) and isinstance(exc.__cause__, GeneratorExit):
+        return  # a read abandoned (its coroutine closed) after the restore had failed
     previous(unraisable)
 
 
@@ -309,7 +311,9 @@ def _quiet_closed_loop() -> None:
     When one array of a restore fails, Orbax closes its event loop while TensorStore still
     completes the item's other reads; each one's callback then raises "Event loop is closed",
     and Python prints it as an unraisable exception (a dozen tracebacks around the one-line
-    report). Only that error is dropped; any other goes to the hook that was installed.
+    report); a read whose coroutine is closed unfinished raises Orbax's read error from
+    ``GeneratorExit`` the same way. Only those are dropped; any other goes to the hook that
+    was installed.
     """
     hook = sys.unraisablehook
     if getattr(hook, "func", None) is _drop_closed_loop:
@@ -321,16 +325,42 @@ _TRUNCATED = re.compile(
     r'Error reading Byte range \[\d+, (\d+)\) of local file "([^"]+)": Requested byte range '
     r"\[\d+, \d+\) is not valid for value of size (\d+)"
 )
+_OCDBT_TRUNCATED = re.compile(
+    r'Error reading "([^"]+)" in OCDBT database at local file "([^"]+)": Requested byte range '
+    r"\[\d+, (\d+)\) is not valid for value of size (\d+)"
+)
 _LOCAL_FILE = re.compile(r'local file "([^"]+)"')
 _MISSING_ITEM = re.compile(r'Item "([^"]+)" was not found')
+_CHAIN_LIMIT = 16  # a guard against a cycle of causes
 
 
-def plain_cause(err: Exception, step_dir: Path) -> str:
+def plain_cause(err: BaseException, step_dir: Path) -> str:
     """What is wrong with a checkpoint, in plain words, from the error Orbax raised.
 
-    TensorStore's errors carry a JSON spec of the whole store (hundreds of characters);
-    the causes seen in practice are named, anything else is cut to its first clause.
+    The whole ``__cause__``/``__context__`` chain is read: Orbax often wraps TensorStore's
+    precise error (a truncated OCDBT value, a missing file) in a generic ``Exception`` whose
+    text ends in a JSON spec of the whole store and a ``<bound method ...>`` repr. The causes
+    seen in practice are named; anything else is the outermost error cut to its first clause.
     """
+    chain = _chain(err)
+    for link in chain:
+        if (named := _named_cause(link, step_dir)) is not None:
+            return named
+    return _first_clause(err)
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    """``err`` and the errors it was raised from or during, outermost first, each once."""
+    chain: list[BaseException] = []
+    link: BaseException | None = err
+    while link is not None and link not in chain and len(chain) < _CHAIN_LIMIT:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return chain
+
+
+def _named_cause(err: BaseException, step_dir: Path) -> str | None:
+    """Plain words for one error of a chain when it is a cause seen in practice, else None."""
     text = str(err)
     if isinstance(err, json.JSONDecodeError):
         return f"its meta JSON is not valid ({err.msg} at line {err.lineno} column {err.colno})"
@@ -339,13 +369,25 @@ def plain_cause(err: Exception, step_dir: Path) -> str:
     if (match := _TRUNCATED.search(text)) is not None:
         expected, path, size = match.groups()
         return f"data file {_relative(path, step_dir)} is truncated ({size} of {expected} bytes)"
+    if (match := _OCDBT_TRUNCATED.search(text)) is not None:
+        key, path, expected, size = match.groups()
+        array = key.rsplit("/", 1)[0]  # "params...kernel/0.0": the array, then its chunk
+        where = _relative(path, step_dir).rstrip("/") + "/"
+        return f"data for {array} in {where} is truncated ({size} of {expected} bytes)"
     if "NOT_FOUND" in text and (match := _LOCAL_FILE.search(text)) is not None:
         return f"file {_relative(match.group(1), step_dir)} is missing"
     if isinstance(err, FileNotFoundError) and err.filename:
         return f"file {_relative(str(err.filename), step_dir)} is missing"
-    clause = text.split(" [tensorstore_spec")[0].strip().splitlines()
-    clause = clause[0] if clause else ""
-    clause = re.sub(r'Error opening "\w+" driver: ', "", clause)
+    return None
+
+
+def _first_clause(err: BaseException) -> str:
+    """``err``'s type and first clause, without TensorStore's spec or a method's repr."""
+    text = str(err)
+    for cut in (" See full TensorStore details", " [tensorstore_spec", "<bound method"):
+        text = text.split(cut)[0]
+    lines = text.strip().splitlines()
+    clause = re.sub(r'Error opening "\w+" driver: ', "", lines[0] if lines else "").rstrip(":")
     if len(clause) > 200:
         clause = clause[:197] + "..."
     return f"{type(err).__name__}: {clause}" if clause else type(err).__name__

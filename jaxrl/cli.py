@@ -14,6 +14,7 @@ and exit with the same status. ``train`` first joins the processes of a multi-pr
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,32 @@ COMMANDS: Mapping[str, Command] = MappingProxyType(
         "bench": Command("bench.throughput", "env, train and inference throughput"),
     }
 )
+
+
+# The subcommand :func:`main` is running (e.g. "evaluate"), for :func:`prog`; None otherwise.
+_running: str | None = None
+
+
+def prog(module: str) -> str:
+    """The name a command's usage line shows: ``jaxrl <command>`` while :func:`main` runs it,
+    else ``python -m <module>`` (e.g. ``prog("jaxrl.evaluate")``)."""
+    command = COMMANDS.get(_running or "")
+    if command is not None and command.module == module:
+        return f"jaxrl {_running}"
+    return f"python -m {module}"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` that ends a flag's help with ``(default: ...)`` when its default says
+    something (not None, False or an empty list) and the help does not give it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        quiet = default is None or default is False or default is argparse.SUPPRESS
+        if quiet or default == [] or "%(default)" in text or not action.option_strings:
+            return action.help
+        return f"{text} (default: %(default)s)"
 
 
 def usage() -> str:
@@ -82,8 +109,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         join_from_argv(rest)
     module = importlib.import_module(command.module)
-    return int(module.main(rest) or 0)
+    global _running  # noqa: PLW0603 - the command's parser reads it (its usage line's name)
+    _running = name
+    try:
+        return int(module.main(rest) or 0)
+    finally:
+        _running = None
 
 
+# python -m jaxrl.cli: run main of the imported module, whose _running prog() reads.
 if __name__ == "__main__":
-    sys.exit(main())
+    from jaxrl.cli import main as cli_main  # noqa: PLC0415
+
+    sys.exit(cli_main())

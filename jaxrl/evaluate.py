@@ -26,6 +26,7 @@ from flax import struct
 import envs
 from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import CheckpointError, error_line
+from jaxrl.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, load_config, parse_overrides
 from jaxrl.match import MatchRecord
 from jaxrl.play import (
@@ -210,7 +211,9 @@ def _result(stats: EpisodeStats, step: int, episodes: int, deterministic: bool) 
 def build_parser() -> argparse.ArgumentParser:
     """Command line of ``python -m jaxrl.evaluate``."""
     parser = argparse.ArgumentParser(
-        prog="python -m jaxrl.evaluate", description="Evaluate a checkpointed policy."
+        prog=prog("jaxrl.evaluate"),
+        description="Evaluate a checkpointed policy.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--run-dir", required=True, help="a run directory written by jaxrl.train")
     parser.add_argument("--episodes", type=int, default=16, help="episodes to play (vmapped)")

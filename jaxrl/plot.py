@@ -33,6 +33,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from jaxrl.cli import HelpFormatter, prog
+
 DEFAULT_TAGS = ("rollout/episode_return",)
 STAGE_TAG = "curriculum/stage"
 FIGURES = ("curves", "schedule", "rewards")
@@ -402,13 +404,15 @@ def _pyplot():
 def build_parser() -> argparse.ArgumentParser:
     """Command line of ``python -m jaxrl.plot``."""
     parser = argparse.ArgumentParser(
-        prog="python -m jaxrl.plot", description=__doc__.split("\n")[0]
+        prog=prog("jaxrl.plot"),
+        description=__doc__.split("\n")[0],
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--run-dir", nargs="+", required=True, help="run directories")
     parser.add_argument(
         "--tags",
         default=",".join(DEFAULT_TAGS),
-        help="comma-separated TensorBoard tags, one subplot each (default %(default)s)",
+        help="comma-separated TensorBoard tags, one subplot each",
     )
     parser.add_argument("--labels", help="comma-separated curve labels, one per run directory")
     parser.add_argument(
@@ -418,10 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--figure",
         choices=FIGURES,
         default="curves",
-        help="curves (default), schedule (a PBT run: members, hyperparameters, copies) or "
+        help="curves, schedule (a PBT run: members, hyperparameters, copies) or "
         "rewards (each reward term stacked, one panel per member)",
     )
-    parser.add_argument("--out", default="curves.png", help="PNG path (default %(default)s)")
+    parser.add_argument("--out", default="curves.png", help="PNG path")
     return parser
 
 

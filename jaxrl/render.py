@@ -27,6 +27,7 @@ from envs import protocols
 from envs.protocols import Renderer
 from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import CheckpointError, error_line
+from jaxrl.cli import HelpFormatter, prog
 from jaxrl.config import Config, ConfigError, EnvConfig
 from jaxrl.match import MatchCarry
 from jaxrl.play import (
@@ -84,7 +85,13 @@ def _renderer(setup: Setup) -> Renderer:
 
 def build_parser() -> argparse.ArgumentParser:
     """Command line of ``python -m jaxrl.render``."""
-    parser = argparse.ArgumentParser(prog="python -m jaxrl.render", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=prog("jaxrl.render"),
+        description="Render an episode of a trained policy, or of the env's scripted "
+        "RulePolicy, to a GIF. Only envs that declare a renderer render, e.g. Soccer, "
+        "MettaArena and the Corridor example.",
+        formatter_class=HelpFormatter,
+    )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
         "--run-dir", help="a run directory written by jaxrl.train (its env has a renderer)"

@@ -39,6 +39,7 @@ from envs import protocols
 from jaxrl import play
 from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import Checkpointer, CheckpointError, error_line
+from jaxrl.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.elo import bootstrap_elo, fit_elo
 from jaxrl.match import NETWORK, MatchPlan, MatchRecord
@@ -511,7 +512,9 @@ def _csv_ints(text: str) -> list[int]:
 def build_parser() -> argparse.ArgumentParser:
     """Command line of ``python -m jaxrl.tournament``."""
     parser = argparse.ArgumentParser(
-        prog="python -m jaxrl.tournament", description=__doc__.split("\n")[0]
+        prog=prog("jaxrl.tournament"),
+        description=__doc__.split("\n")[0],
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--run-dir", action="append", default=[], help="a run (repeatable)")
     parser.add_argument(

@@ -47,6 +47,7 @@ import numpy as np
 from tqdm import tqdm
 
 from jaxrl.checkpoint import Checkpointer, CheckpointError
+from jaxrl.cli import HelpFormatter, prog
 from jaxrl.config import Config, ConfigError, load_config, save_config
 from jaxrl.config.loader import (
     RESUMABLE_KEYS,
@@ -779,8 +780,9 @@ def _si(value: float) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """Command-line interface of ``python -m jaxrl.train``."""
     parser = argparse.ArgumentParser(
-        prog="python -m jaxrl.train",
+        prog=prog("jaxrl.train"),
         description="Train a PPO agent with one compiled JAX train step.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--config", help="YAML config file (see configs/)")
     parser.add_argument(

@@ -160,3 +160,57 @@ def test_resume_falls_back_keeps_the_bad_checkpoint_and_finishes(finished_run, t
     assert checkpointer.steps() == [8, 16, 24]  # 24 trained again; Orbax ignores 24.corrupt
     policy, _ = checkpointer.restore_policy(_policy_like(run_dir))
     chex.assert_trees_all_equal(policy.params, finished_run.runner.params)
+
+
+# 64-unit layers: Orbax stores the larger arrays as OCDBT values and, when one is cut short,
+# wraps TensorStore's precise error in a generic Exception that ends in a store spec and a
+# ``<bound method ...>`` repr; the plain words come from the error's ``__cause__``.
+WIDE = (
+    "network.hidden_sizes=[64, 64]",
+    "train.total_steps=512",
+    "train.updates_per_chunk=2",
+    "checkpoint.every_updates=2",
+)
+
+
+@pytest.fixture(scope="module")
+def wide_run(tmp_path_factory):
+    """A CartPole run with 64-unit layers: 4 updates, checkpoints 2 and 4."""
+    config = make_tiny_config(*WIDE)
+    return train(config, tmp_path_factory.mktemp("wide") / "run", quiet=True)
+
+
+def _truncate_largest(item_dir: Path, size: int = 100) -> None:
+    """Cut the largest file of a checkpoint item to ``size`` bytes (``truncate -s 100 FILE``)."""
+    largest = max((p for p in item_dir.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    assert largest.stat().st_size > size, "the case under test: a data file to cut"
+    os.truncate(largest, size)
+
+
+def test_a_truncated_ocdbt_value_is_named_in_plain_words(wide_run, tmp_path, capsys):
+    run_dir = _copy(wide_run, tmp_path)
+    _truncate_largest(run_dir / "checkpoints" / "4" / "policy")
+    assert evaluate_main(["--run-dir", str(run_dir), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: checkpoint 4 in {run_dir / 'checkpoints'} is unreadable: ")
+    assert re.search(
+        r"unreadable: data for params\.\S+\.kernel in policy/ is truncated \(100 of \d+ bytes\)"
+        r"; intact checkpoints: 2 \(choose one with --step 2\)\n$",
+        err,
+    ), err
+    assert "<bound method" not in err and "tensorstore" not in err.lower()
+
+
+def test_resume_falls_back_past_a_truncated_ocdbt_value(wide_run, tmp_path, capsys):
+    run_dir = _copy(wide_run, tmp_path)
+    _truncate_largest(run_dir / "checkpoints" / "4" / "policy")
+    assert train_main(["--resume", str(run_dir), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if x.startswith("warning:")]
+    assert "is unreadable: data for params." in line and "<bound method" not in line
+    assert line.endswith(
+        "; intact checkpoints: 2; resuming from update 2, the newest intact one "
+        "(kept as checkpoints/4.corrupt)"
+    )
+    assert Checkpointer(run_dir, create=False).steps() == [2, 4]

@@ -66,3 +66,16 @@ def test_train_subcommand_trains(tmp_path, capsys):
     run_dir = tmp_path / "run"
     assert cli.main(["train", *overrides, "--run-dir", str(run_dir), "--quiet"]) == 0
     assert (run_dir / "config.yaml").is_file() and (run_dir / "checkpoints").is_dir()
+
+
+def test_help_names_the_form_it_ran_as_and_shows_defaults(capsys):
+    """``jaxrl plot --help`` says ``jaxrl plot``; flags with a default worth showing show it."""
+    with pytest.raises(SystemExit):
+        cli.main(["plot", "--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: jaxrl plot ")
+    assert "PNG path (default: curves.png)" in out
+    assert "(default: None)" not in out and "(default: False)" not in out
+    from jaxrl.plot import build_parser  # noqa: PLC0415
+
+    assert build_parser().format_usage().startswith("usage: python -m jaxrl.plot ")
