@@ -99,7 +99,7 @@ def test_nonfinite_updates_are_skipped_and_counted(tmp_path):
         (["--config", "configs/cartpole.yaml", "ppo.num_minibatches=3"], "ppo.num_minibatches"),
         (["--config", "configs/cartpole.yaml", "env.name=NoSuchEnv"], "env.name"),
         (["--config", "configs/missing.yaml"], "missing.yaml"),
-        (["--resume", "runs/x", "ppo.lr=1"], "--resume"),
+        (["--resume", "runs/x", "ppo.lr=1"], "ppo.lr cannot change when resuming"),
     ],
 )
 def test_cli_rejects_bad_input_with_one_line(argv, needle, capsys, monkeypatch):
