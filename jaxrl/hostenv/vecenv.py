@@ -157,9 +157,7 @@ class EnvPoolVec:
         )
 
     def close(self) -> None:
-        close = getattr(self.env, "close", None)  # EnvPool's pools have no close()
-        if close is not None:
-            close()
+        self.env = None  # EnvPool's pools have no close(): dropping the pool frees its threads
 
 
 def make_vec(
