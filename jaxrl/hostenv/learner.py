@@ -1,10 +1,10 @@
 """The learner of a host run: one compiled PPO update on a rollout the actor hands over.
 
 Built from the JAX path's pieces: :func:`jaxrl.gae.bootstrap_values`, :func:`jaxrl.gae.gae`,
-:func:`jaxrl.ppo.update_epochs` (minibatching, recurrent sequences, ``apply_if_finite``'s
-NaN guard), :func:`jaxrl.losses.ppo_loss` and :func:`jaxrl.acting.value_of`; the optimiser
-and its annealing are :func:`jaxrl.setup.make_optimizer`'s. Metrics are reduced in-graph
-to float32 scalars.
+:func:`jaxrl.ppo.make_sequences` (recurrent sequences), :func:`jaxrl.ppo.update_epochs`
+(minibatching, ``apply_if_finite``'s NaN guard), :func:`jaxrl.losses.ppo_loss` and
+:func:`jaxrl.acting.value_of`; the optimiser and its annealing are
+:func:`jaxrl.setup.make_optimizer`'s. Metrics are reduced in-graph to float32 scalars.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from jaxrl.hostenv.networks import make_network
 from jaxrl.hostenv.spaces import HostSpaces
 from jaxrl.hyper import base_hyper
 from jaxrl.losses import LossHyperparams, Minibatch
-from jaxrl.ppo import OptState, UpdateSpec, update_epochs
+from jaxrl.ppo import OptState, UpdateSpec, make_sequences, update_epochs
 from jaxrl.precision import compute_dtype
 from jaxrl.setup import current_learning_rate, make_optimizer
 from jaxrl.types import LossMetrics, RunnerState, RunningStats
@@ -121,23 +121,6 @@ def policy_of(runner: RunnerState) -> PolicyParams:
     return PolicyParams(params=runner.params, obs_stats=runner.obs_stats)
 
 
-def to_sequences(data: Minibatch, start_hidden: Any, length: int) -> Minibatch:
-    """``[T, B, ...]`` -> ``N = B * T / L`` sequences ``[L, N, ...]`` (as the JAX path cuts them).
-
-    Sequence ``c * B + b`` is env ``b``'s steps ``c*L .. c*L + L - 1``, started from
-    ``start_hidden[c, b]``.
-    """
-
-    def cut(x):
-        num_steps, num_envs = x.shape[:2]
-        x = x.reshape((num_steps // length, length, num_envs) + x.shape[2:])
-        return jnp.swapaxes(x, 0, 1).reshape((length, -1) + x.shape[3:])
-
-    sequences = jax.tree.map(cut, data.replace(hidden=()))
-    hidden = jax.tree.map(lambda h: h.reshape((-1,) + h.shape[2:]), start_hidden)
-    return sequences.replace(hidden=hidden)
-
-
 def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
     """``1 - Var[returns - values] / Var[returns]`` (nan when the returns are constant)."""
     var_returns = jnp.var(returns)
@@ -176,7 +159,7 @@ def learn(
         advantage=advantages,
         target=targets,
     )
-    batch = to_sequences(data, traj.start_hidden, spec.sequence_length)
+    batch = make_sequences(spec.sequence_length, data, traj.start_hidden)
     lr = jnp.float32(ppo.lr)
     learning_rate = current_learning_rate(runner.opt_state) * lr
     opt, steps = update_epochs(
