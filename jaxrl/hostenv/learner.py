@@ -1,10 +1,10 @@
 """The learner of a host run: one compiled PPO update on a rollout the actor hands over.
 
-Built from the JAX path's pieces: :func:`jaxrl.gae.bootstrap_values`, :func:`jaxrl.gae.gae`,
-:func:`jaxrl.ppo.make_sequences` (recurrent sequences), :func:`jaxrl.ppo.update_epochs`
-(minibatching, ``apply_if_finite``'s NaN guard), :func:`jaxrl.losses.ppo_loss` and
-:func:`jaxrl.acting.value_of`; the optimiser and its annealing are
-:func:`jaxrl.setup.make_optimizer`'s. Metrics are reduced in-graph to float32 scalars.
+The update is the JAX path's own, :func:`jaxrl.ppo.learn` (GAE, recurrent sequences,
+minibatching, ``apply_if_finite``'s NaN guard, :func:`jaxrl.losses.ppo_loss`), on the rollout
+the actor handed over; :func:`jaxrl.acting.value_of` bootstraps it. The optimiser and its
+annealing are :func:`jaxrl.setup.make_optimizer`'s. Metrics are reduced in-graph to float32
+scalars.
 """
 
 from __future__ import annotations
@@ -19,15 +19,16 @@ from flax import struct
 
 from jaxrl.acting import PolicyParams, PolicySpec, value_of
 from jaxrl.config.root import Config
-from jaxrl.gae import bootstrap_values, gae
 from jaxrl.hostenv.networks import make_network
 from jaxrl.hostenv.spaces import HostSpaces
 from jaxrl.hyper import base_hyper
-from jaxrl.losses import LossHyperparams, Minibatch
-from jaxrl.ppo import OptState, UpdateSpec, make_sequences, update_epochs
+from jaxrl.losses import LossHyperparams
+from jaxrl.ppo import LearnSpec, OptState, UpdateSpec
+from jaxrl.ppo import learn as ppo_learn
 from jaxrl.precision import compute_dtype
 from jaxrl.setup import current_learning_rate, make_optimizer
-from jaxrl.types import LossMetrics, RunnerState, RunningStats
+from jaxrl.train_step import explained_variance
+from jaxrl.types import LossMetrics, RunnerState, RunningStats, Transition
 
 LOSS_TAGS = tuple(field.name for field in dataclasses.fields(LossMetrics))
 
@@ -40,8 +41,8 @@ class HostSpec:
     spaces: HostSpaces
     network: nn.Module
     policy: PolicySpec
-    update: UpdateSpec
-    loss_hp: LossHyperparams
+    learn: LearnSpec  # the JAX path's PPO update (jaxrl.ppo.learn)
+    hyper: Any  # jaxrl.hyper.Hyper: the config's gamma, gae_lambda, lr, loss coefficients
 
     @property
     def sequence_length(self) -> int:
@@ -73,23 +74,29 @@ def make_host_spec(config: Config, spaces: HostSpaces) -> HostSpec:
     network = make_network(config, spaces, dtype, config.network.core_unroll or 1)
     ppo = config.ppo
     optimizer = make_optimizer(config)
+    hyper = base_hyper(config)
     return HostSpec(
         config=config,
         spaces=spaces,
         network=network,
         policy=PolicySpec(network=network, discrete=spaces.discrete, normalize_obs=False),
-        update=UpdateSpec(
-            network=network,
-            discrete=spaces.discrete,
-            optimizer=optimizer,
-            update_epochs=ppo.update_epochs,
-            num_minibatches=ppo.num_minibatches,
+        learn=LearnSpec(
+            update=UpdateSpec(
+                network=network,
+                discrete=spaces.discrete,
+                optimizer=optimizer,
+                update_epochs=ppo.update_epochs,
+                num_minibatches=ppo.num_minibatches,
+            ),
+            loss=LossHyperparams(
+                values=hyper,
+                clip_value=ppo.clip_value,
+                normalize_advantages=ppo.normalize_advantages,
+            ),
+            sequence_length=config.sequence_length,
+            normalize_obs=False,  # host observations are not normalised
         ),
-        loss_hp=LossHyperparams(
-            values=base_hyper(config),  # the config's clip_eps, vf_coef, ent_coef, ...
-            clip_value=ppo.clip_value,
-            normalize_advantages=ppo.normalize_advantages,
-        ),
+        hyper=hyper,
     )
 
 
@@ -104,7 +111,7 @@ def init_runner(spec: HostSpec, key: jax.Array) -> RunnerState:
     zero = lambda: jnp.zeros((), jnp.int32)  # noqa: E731 - distinct buffers: donated leaf by leaf
     return RunnerState(
         params=params,
-        opt_state=spec.update.optimizer.init(params),
+        opt_state=spec.learn.update.optimizer.init(params),
         match=(),
         obs_stats=RunningStats.create(spec.spaces.obs_shape),
         key=key,
@@ -121,12 +128,6 @@ def policy_of(runner: RunnerState) -> PolicyParams:
     return PolicyParams(params=runner.params, obs_stats=runner.obs_stats)
 
 
-def explained_variance(values: jax.Array, returns: jax.Array) -> jax.Array:
-    """``1 - Var[returns - values] / Var[returns]`` (nan when the returns are constant)."""
-    var_returns = jnp.var(returns)
-    return jnp.where(var_returns > 0, 1.0 - jnp.var(returns - values) / var_returns, jnp.nan)
-
-
 def learn(
     spec: HostSpec, runner: RunnerState, traj: Trajectory
 ) -> tuple[RunnerState, dict[str, jax.Array]]:
@@ -139,37 +140,28 @@ def learn(
     last_value = value_of(
         spec.policy, runner.params, traj.last_hidden, traj.last_obs, traj.last_is_first
     )
-    next_values = bootstrap_values(traj.value, last_value, traj.final_value, traj.truncated)
-    advantages, targets = gae(
-        traj.reward * ppo.reward_scale,
-        traj.value,
-        next_values,
-        traj.terminated,
-        traj.truncated,
-        ppo.gamma,
-        ppo.gae_lambda,
-    )
-    data = Minibatch(
-        obs=traj.obs,
-        is_first=traj.is_first,
-        hidden=(),
-        action=traj.action,
-        log_prob=traj.log_prob,
-        value=traj.value,
-        advantage=advantages,
-        target=targets,
-    )
-    batch = make_sequences(spec.sequence_length, data, traj.start_hidden)
-    lr = jnp.float32(ppo.lr)
-    learning_rate = current_learning_rate(runner.opt_state) * lr
-    opt, steps = update_epochs(
-        spec.update,
-        spec.loss_hp,
-        lr,
+    learned = ppo_learn(
+        spec.learn,
         OptState(params=runner.params, opt_state=runner.opt_state),
-        batch,
+        spec.hyper,
+        Transition(
+            obs=traj.obs,
+            is_first=traj.is_first,
+            action=traj.action,
+            log_prob=traj.log_prob,
+            value=traj.value,
+            reward=traj.reward * ppo.reward_scale,
+            terminated=traj.terminated,
+            truncated=traj.truncated,
+            final_value=traj.final_value,
+            mask=None,
+        ),
+        traj.start_hidden,
+        last_value,
         key_epochs,
     )
+    opt, steps, targets = learned.state, learned.steps, learned.targets
+    learning_rate = current_learning_rate(runner.opt_state) * jnp.float32(ppo.lr)
     nonfinite = steps.nonfinite.any()
     runner = runner.replace(
         params=opt.params,
