@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import jax
+from tqdm import tqdm
 
 from jaxrl.config import Config
 from jaxrl.pbt import pbt_spec
@@ -208,3 +209,18 @@ def nan_mean(value: float | list[float]) -> float:
         finite = [v for v in value if not math.isnan(v)]
         return sum(finite) / len(finite) if finite else math.nan
     return value
+
+
+def progress_bar(config: Config, update: int, quiet: bool) -> tqdm:
+    """The run's progress bar over env steps, from ``update`` to the run's last update."""
+    batch = config.batch_size
+    return tqdm(
+        total=config.num_updates * batch,
+        initial=update * batch,
+        unit="step",
+        unit_scale=True,
+        dynamic_ncols=True,
+        # One speed: perf/sps of a member over the last chunk (tqdm's own rate left out).
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
+        disable=quiet or not config.train.progress_bar,
+    )

@@ -74,7 +74,7 @@ from jaxrl.logger import (
 )
 from jaxrl.runner import init_run
 from jaxrl.setup import Setup, make_setup
-from jaxrl.summary import done_line, feature_status, nan_mean, run_summary
+from jaxrl.summary import done_line, feature_status, nan_mean, progress_bar, run_summary
 from jaxrl.train_step import make_train_step
 from jaxrl.types import RunnerState
 
@@ -608,20 +608,6 @@ def _start_tally(
     return _Tally(updates=updates, streaks=streaks, last_saved=saved)
 
 
-def _progress_bar(config: Config, update: int, quiet: bool) -> tqdm:
-    batch = config.batch_size
-    return tqdm(
-        total=config.num_updates * batch,
-        initial=update * batch,
-        unit="step",
-        unit_scale=True,
-        dynamic_ncols=True,
-        # One speed: perf/sps of a member over the last chunk (tqdm's own rate left out).
-        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
-        disable=quiet or not config.train.progress_bar,
-    )
-
-
 def _record_chunk(
     config: Config, loggers: list[Logger], tally: _Tally, metrics: Any, new: np.ndarray, secs: float
 ) -> list[dict[str, float]]:
@@ -718,7 +704,7 @@ def _loop(
     compile_s = time.perf_counter() - t0
     signals.training = True  # from here a first signal lets the chunk in flight finish
     tally = _start_tally(config, runner, loggers, compile_s, checkpointer.latest_step() or 0)
-    bar = _progress_bar(config, tally.update, quiet)
+    bar = progress_bar(config, tally.update, quiet)
     try:
         while tally.update < config.num_updates:
             runner = _train_chunk(config, setup, step_fn, runner, loggers, tally, bar)

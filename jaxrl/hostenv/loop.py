@@ -30,7 +30,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from tqdm import tqdm
 
 from jaxrl.acting import PolicyParams
 from jaxrl.checkpoint import Checkpointer, CheckpointError
@@ -40,6 +39,7 @@ from jaxrl.hostenv.actor import Actor, Rollout
 from jaxrl.hostenv.learner import HostSpec, init_runner, learn, make_host_spec, policy_of
 from jaxrl.hostenv.vecenv import make_vec
 from jaxrl.hyper import make_members
+from jaxrl.summary import progress_bar
 from jaxrl.types import RunnerState
 
 ENV_SEED_STRIDE = 1_000_003  # a resumed run's envs: seed + stride * update (a new seed)
@@ -184,20 +184,6 @@ def header(config: Config, start: int, run_dir: Path) -> str:
         f"host run: {env.backend} {env.name}, {env.num_envs} envs x {config.ppo.num_steps} "
         f"steps, {env.host_mode} actor, updates {start} -> {total} "
         f"({total * config.batch_size:,} env steps), run dir {run_dir}{restart}"
-    )
-
-
-def progress_bar(config: Config, start: int, quiet: bool) -> tqdm:
-    """The JAX path's progress bar, over env steps."""
-    batch = config.batch_size
-    return tqdm(
-        total=config.num_updates * batch,
-        initial=start * batch,
-        unit="step",
-        unit_scale=True,
-        dynamic_ncols=True,
-        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} env steps [{elapsed}<{remaining}{postfix}]",
-        disable=quiet or not config.train.progress_bar,
     )
 
 
