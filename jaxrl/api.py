@@ -145,8 +145,8 @@ def resolve_config(
     config: Config | str | Path | dict | None, env: Any = None, overrides: Sequence[str] = ()
 ) -> Config:
     """The validated :class:`Config` of :func:`train`'s arguments (``env`` registered first)."""
-    from jaxrl.config import config_from_dict, load_config, parse_overrides  # noqa: PLC0415
-    from jaxrl.config.loader import _set_path  # noqa: PLC0415 - the loader's override writer
+    from jaxrl.config import load_config  # noqa: PLC0415
+    from jaxrl.config.loader import config_with_overrides  # noqa: PLC0415
 
     overrides = list(overrides)
     if env is not None:
@@ -154,20 +154,9 @@ def resolve_config(
     if config is None or isinstance(config, (str, Path)):
         return load_config(config, overrides)
     data = config if isinstance(config, dict) else config.to_dict()
-    data = _deep_copy(data)
-    for key, value in parse_overrides(overrides):
-        _set_path(data, key, value)
-    if env is not None:
-        data.setdefault("env", {}).pop("source", None)  # the new env's own source
-    return config_from_dict(data)
-
-
-def _deep_copy(data: Any) -> Any:
-    if isinstance(data, dict):
-        return {k: _deep_copy(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_deep_copy(v) for v in data]
-    return data
+    if env is not None:  # the new env's own source, not the config's
+        data = {**data, "env": {k: v for k, v in data.get("env", {}).items() if k != "source"}}
+    return config_with_overrides(data, overrides)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,7 @@ here, values by :func:`jaxrl.config.root.validate`).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import typing
@@ -204,7 +205,14 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
                 f"config file {path}: the top level must be a mapping of sections (env:, "
                 f"ppo:, ...), got {_YAML_KINDS.get(type(data).__name__, type(data).__name__)}"
             )
-    for key, value in parse_overrides(overrides or []):
+    return config_with_overrides(data, overrides or [])
+
+
+def config_with_overrides(data: dict[str, Any], overrides: list[str]) -> Config:
+    """The :class:`Config` of a nested mapping with ``section.key=value`` overrides applied
+    (to a copy: ``data`` is left as it is)."""
+    data = copy.deepcopy(data)
+    for key, value in parse_overrides(overrides):
         _set_path(data, key, value)
     return config_from_dict(data)
 
