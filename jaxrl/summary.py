@@ -16,8 +16,6 @@ import jax
 from tqdm import tqdm
 
 from jaxrl.config import Config
-from jaxrl.pbt import pbt_spec
-from jaxrl.pbt import summary as pbt_summary
 from jaxrl.setup import Setup
 
 
@@ -153,22 +151,20 @@ def _members_lines(config: Config, setup: Setup) -> list[str]:
 
 
 def _parts_lines(setup: Setup, features: dict) -> list[str]:
-    """PBT, teams, each feature's and the exploiters' own lines."""
-    lines = []
-    population = pbt_spec(setup)
-    if population is not None:
-        lines += [f"  {line}" for line in pbt_summary(population)]
+    """The population features' lines (PBT, the league), the teams, then each feature's and
+    learner feature's (exploiters') own lines."""
+
+    def own(parts: Sequence) -> list[str]:
+        return [f"  {line}" for part in parts for line in part.summary(features.get(part.name))]
+
+    lines = own(setup.population_features)
     layout = setup.layout
     if layout.two_team:
         lines.append(
             f"  teams        two teams of {layout.team_size}: the learner drives one per env, "
             f"{layout.num_envs * layout.actors_per_env} training actors"
         )
-    for feature in setup.features:
-        lines += [f"  {line}" for line in feature.summary(features[feature.name])]
-    if setup.exploiters is not None:
-        lines += [f"  {line}" for line in setup.exploiters.summary()]
-    return lines
+    return lines + own(setup.features) + own(setup.learner_features)
 
 
 def run_summary(
