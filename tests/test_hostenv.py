@@ -150,19 +150,34 @@ def test_bad_host_settings_are_refused(override, key):
 
 
 def test_patch_conv_is_the_strided_convolution():
-    x = jax.random.normal(jax.random.key(0), (2, 20, 20, 3))
+    x = jax.random.normal(jax.random.key(0), (2, 20, 20, 3))  # [M, H, W, C]
     patch = PatchConv(features=5, kernel=4, stride=2)
-    params = patch.init(jax.random.key(1), x)
+    x_first = jnp.transpose(x, (3, 0, 1, 2))  # PatchConv runs channels first: [C, M, H, W]
+    params = patch.init(jax.random.key(1), x_first)
     dense = params["params"]["Dense_0"]
     # Dense rows are ordered (a, b, p, q, c) for kernel offset (2a + p, 2b + q).
     kernel = dense["kernel"].reshape(2, 2, 2, 2, 3, 5).transpose(0, 2, 1, 3, 4, 5)
     conv = nn.Conv(5, (4, 4), (2, 2), padding="VALID")
     want = conv.apply({"params": {"kernel": kernel.reshape(4, 4, 3, 5), "bias": dense["bias"]}}, x)
-    np.testing.assert_allclose(patch.apply(params, x), want, atol=1e-5)
-    features = NatureEncoder().init_with_output(
-        jax.random.key(2), jnp.zeros((1, 4, 84, 84), jnp.uint8)
-    )[0]
-    assert features.shape == (1, 7 * 7 * 64)
+    got = jnp.transpose(patch.apply(params, x_first), (1, 2, 3, 0))
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_nature_encoder_is_nn_conv_with_its_kernels():
+    """The whole encoder equals the same three ``nn.Conv`` layers (NHWC, flattened (h, w, c))."""
+    obs = jax.random.randint(jax.random.key(3), (2, 4, 84, 84), 0, 256).astype(jnp.uint8)
+    features, params = NatureEncoder().init_with_output(jax.random.key(2), obs)
+    assert features.shape == (2, 7 * 7 * 64)
+    x = jnp.transpose(obs, (0, 2, 3, 1)).astype(jnp.float32) / 255.0
+    for i, (out, k, s) in enumerate(((32, 8, 4), (64, 4, 2), (64, 3, 1))):
+        dense = params["params"][f"PatchConv_{i}"]["Dense_0"]
+        size, c = k // s, x.shape[-1]
+        kernel = dense["kernel"].reshape(size, size, s, s, c, out).transpose(0, 2, 1, 3, 4, 5)
+        conv = nn.Conv(out, (k, k), (s, s), padding="VALID")
+        x = nn.relu(
+            conv.apply({"params": {"kernel": kernel.reshape(k, k, c, out), "bias": dense["bias"]}}, x)
+        )
+    np.testing.assert_allclose(features, x.reshape((2, -1)), atol=1e-4)
 
 
 def test_envpool_cartpole_trains(tmp_path):
