@@ -39,9 +39,11 @@ CLI_MODULES = (
     "jaxrl.evaluate",
     "jaxrl.tournament",
     "jaxrl.exploit",
+    "jaxrl.extract",
     "jaxrl.render",
     "jaxrl.plot",
     "bench.throughput",
+    "bench.league_population",
 )
 # Installed console scripts (pyproject.toml [project.scripts]) and the module each runs.
 CONSOLE_SCRIPTS = {

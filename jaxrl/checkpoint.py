@@ -118,6 +118,15 @@ def split_runner(runner: RunnerState) -> tuple[PolicyParams, RunnerState, dict[s
     return policy, rest, features
 
 
+MEMBER_FILE = "member.json"  # marks a member extracted by jaxrl.extract: policies only
+
+
+def extracted_from(run_dir: str | Path) -> dict[str, Any] | None:
+    """The ``member.json`` of a run written by :mod:`jaxrl.extract`, or None for any other."""
+    path = Path(run_dir) / MEMBER_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 class Checkpointer:
     """Saves and restores runner states under ``RUN_DIR/checkpoints``."""
 
@@ -157,6 +166,20 @@ class Checkpointer:
         )
         self.manager.wait_until_finished()
         return step
+
+    def save_policy(self, policy: PolicyParams, meta: dict[str, Any], step: int) -> int:
+        """Save a policy alone at ``step`` (an extracted member: :mod:`jaxrl.extract`); it
+        restores with :meth:`restore_policy` and :meth:`meta`, not as a whole runner."""
+        self.manager.save(
+            int(step),
+            args=ocp.args.Composite(
+                policy=ocp.args.StandardSave(policy),
+                meta=ocp.args.JsonSave({**meta, "update_step": int(step), "features": []}),
+            ),
+            force=True,
+        )
+        self.manager.wait_until_finished()
+        return int(step)
 
     def _resolve_step(self, step: int | None) -> int:
         steps = self.steps()
@@ -250,6 +273,13 @@ class Checkpointer:
         """Restore one feature's state (e.g. ``selfplay``) shaped like ``like``."""
         restored, step = self._read(step, lambda: {name: ocp.args.StandardRestore(_abstract(like))})
         return _fill_empty(restored[name], like), step
+
+    def restore_saved(self, name: str, step: int) -> Any:
+        """Item ``name`` of checkpoint ``step`` as it was saved, without a template: nested
+        dicts of NumPy arrays by field name (e.g. ``state``'s ``hyper``, ``league``'s
+        ``ratings``)."""
+        restored, _ = self._read(step, lambda: {name: ocp.args.StandardRestore()})
+        return restored[name]
 
     def restore_policy(
         self, like: PolicyParams, step: int | None = None

@@ -39,6 +39,9 @@ COMMANDS: Mapping[str, Command] = MappingProxyType(
             "jaxrl.tournament", "round-robin tournament between checkpoints, rated by Elo"
         ),
         "exploit": Command("jaxrl.exploit", "train a best response against a frozen checkpoint"),
+        "extract": Command(
+            "jaxrl.extract", "write one member of a population run as a run of its own"
+        ),
         "render": Command("jaxrl.render", "render an episode of a trained policy to a GIF"),
         "plot": Command("jaxrl.plot", "figures from a run's TensorBoard event files"),
         "bench": Command("bench.throughput", "env, train and inference throughput"),

@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 from tqdm import tqdm
 
-from jaxrl.checkpoint import Checkpointer, CheckpointError
+from jaxrl.checkpoint import Checkpointer, CheckpointError, extracted_from
 from jaxrl.cli import HelpFormatter, prog
 from jaxrl.config import Config, ConfigError, load_config, save_config
 from jaxrl.config.loader import (
@@ -420,6 +420,12 @@ def _resume_config(wanted: Config | None, run_dir: Path) -> tuple[Config, list[s
     """
     if not (run_dir / "config.yaml").is_file():
         raise CheckpointError(f"cannot resume {run_dir}: it has no config.yaml")
+    member = extracted_from(run_dir)
+    if member is not None:
+        raise ConfigError(
+            f"cannot resume {run_dir}: it is member {member['member']} extracted from "
+            f"{member['source']} (policies only); resume that run instead"
+        )
     saved = load_config(run_dir / "config.yaml")
     if wanted is None:
         return saved, []

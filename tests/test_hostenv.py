@@ -174,9 +174,8 @@ def test_nature_encoder_is_nn_conv_with_its_kernels():
         size, c = k // s, x.shape[-1]
         kernel = dense["kernel"].reshape(size, size, s, s, c, out).transpose(0, 2, 1, 3, 4, 5)
         conv = nn.Conv(out, (k, k), (s, s), padding="VALID")
-        x = nn.relu(
-            conv.apply({"params": {"kernel": kernel.reshape(k, k, c, out), "bias": dense["bias"]}}, x)
-        )
+        conv_params = {"kernel": kernel.reshape(k, k, c, out), "bias": dense["bias"]}
+        x = nn.relu(conv.apply({"params": conv_params}, x))
     np.testing.assert_allclose(features, x.reshape((2, -1)), atol=1e-4)
 
 
