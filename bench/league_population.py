@@ -22,8 +22,9 @@ best league rating, taken out with :mod:`jaxrl.extract`) is measured:
 
 Every step is resumable: a run's wall time so far is kept in ``RUN/bench.json`` and an
 interrupted run goes on with ``--resume`` for what is left of its hour; finished steps are
-skipped. The whole measurement is about ``2 x runs`` hours of training plus the exploits,
-more than one session, so run the same command again until the report is complete; it
+skipped. The tournament and the exploits start once every run of both arms has trained. The
+whole measurement is about ``2 x runs`` hours of training plus the exploits, more than one
+session, so run the same command again until the report is complete; it
 prints the table so far (``DIR/report.md``). ``--tiny`` checks the plumbing in minutes
 (small envs and networks, seconds per run): not a measurement.
 """
@@ -192,6 +193,16 @@ def table(plan: Plan, found: dict[str, Path], ratings: dict | None, exploits: di
     return "\n".join(lines) + "\n"
 
 
+def _progress(plan: Plan) -> str:
+    """Each run's training so far (wall seconds of its hour)."""
+    lines = ["", "| run | trained (s) | done |", "| --- | --- | --- |"]
+    for arm in ARMS:
+        for seed in range(plan.runs):
+            state = _state(plan.run_dir(arm, seed))
+            lines.append(f"| {arm}_s{seed} | {state['seconds']:.0f} | {state['done']} |")
+    return "\n".join(lines) + "\n"
+
+
 def measure(plan: Plan) -> str:
     """Every step not done yet, in order; the report so far."""
     plan.out.mkdir(parents=True, exist_ok=True)
@@ -202,9 +213,12 @@ def measure(plan: Plan) -> str:
         if _state(plan.run_dir("population", seed))["done"]:
             extract_best(plan, seed)
     found = agents(plan)
-    ratings = tournament(plan, found)
-    exploits = {label: exploit(plan, path) for label, path in found.items()}
-    report = table(plan, found, ratings, exploits)
+    trained = all(
+        _state(plan.run_dir(arm, seed))["done"] for arm in ARMS for seed in range(plan.runs)
+    )
+    ratings = tournament(plan, found) if trained else None  # every final agent at once
+    exploits = {label: exploit(plan, path) for label, path in found.items()} if ratings else {}
+    report = table(plan, found, ratings, exploits) + _progress(plan)
     (plan.out / "report.md").write_text(report)
     return report
 
