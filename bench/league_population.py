@@ -10,8 +10,8 @@ wall time (``timeout -s INT``: the run saves and stops):
 - ``population``: ``configs/soccer_league_population.yaml`` (4 members that play each other,
   PBT on the league's Elo) with ``seed=0..runs-1``.
 
-Then each run's final agent (a single run's last checkpoint; a population's member with the
-best league rating, taken out with :mod:`jaxrl.extract`) is measured:
+Then each run's final agent (a single run's last checkpoint; a population's member
+ranked first by PBT, taken out with :mod:`jaxrl.extract`) is measured:
 
 - one :mod:`jaxrl.tournament` of every final agent and the RulePolicy at 1v1, 2v2 and 3v3
   (``--games`` matches per pair and size): Elo and win rate against the RulePolicy;
@@ -122,7 +122,7 @@ def train_run(plan: Plan, arm: str, seed: int) -> None:
 
 
 def extract_best(plan: Plan, seed: int) -> None:
-    """A population run's best member (league rating) as a run of its own."""
+    """A population run's best member (PBT's first) as a run of its own."""
     agent = plan.agent_dir("population", seed)
     if not agent.is_dir():
         run = str(plan.run_dir("population", seed))

@@ -17,11 +17,12 @@ saves every member's policy in one checkpoint; :mod:`jaxrl.tournament` and
   step (default: every saved step), with the source's ``meta`` item;
 - ``member.json``: the source run, the member, the steps, and how it was chosen.
 
-``--member best`` (the default) takes the member with the highest league rating at the last
-extracted step (the ``league`` item of a run with ``selfplay.cross_member`` > 0); in a run
-without a league, name the member (``seed2``, or its index). The extracted run holds
-policies only: ``--resume`` refuses it in one line (resume the source run). Bad input is
-one line on stderr and exit status 2.
+``--member best`` (the default) takes the member PBT ranks first at the last extracted step
+(its ``pbt.metric``, smoothed as PBT smooths it: for the population league the curriculum
+stage, then the league's rating, then the stage's metric), or without PBT the highest rating
+of the population league; in a run with neither, name the member (``seed2``, or its
+index). The extracted run holds policies only: ``--resume`` refuses it in one line (resume
+the source run). Bad input is one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.checkpoint import MEMBER_FILE, Checkpointer, CheckpointError, error_line
@@ -43,6 +45,7 @@ from jaxrl.config import ConfigError, load_run_config
 from jaxrl.config.loader import config_from_dict, save_config
 from jaxrl.hyper import PPO_KEYS
 from jaxrl.league.population import LEAGUE
+from jaxrl.pbt import PBT, Smoothed, member_scores, ranking
 from jaxrl.play import members_policy_like
 from jaxrl.setup import Setup, make_setup
 
@@ -91,15 +94,27 @@ def _choose(setup: Setup, checkpointer: Checkpointer, member: str, step: int) ->
         if member.isdigit() and int(member) < len(names):
             return int(member), "named"
         raise UsageError(f"--member {member}: no such member; the run's: {', '.join(names)}")
-    if setup.config.selfplay.cross_member <= 0:
-        raise UsageError(
-            "--member best needs the population league's ratings (selfplay.cross_member > 0); "
-            f"name a member: {', '.join(names)}"
+    features = {feature.name: feature for feature in setup.population_features}
+    if PBT in features:  # PBT's own ranking (its pbt.metric, smoothed) at that step
+        spec = features[PBT].spec
+        saved = checkpointer.restore_saved(PBT, step)["smoothed"]
+        scores = member_scores(spec, Smoothed(**saved))
+        best = int(np.asarray(ranking(jnp.asarray(scores), jnp.ones(len(names), bool)))[0])
+        tags = ", ".join(spec.metric_tags)
+        table = "; ".join(
+            f"{n} {' / '.join(f'{v:.4g}' for v in row)}"
+            for n, row in zip(names, scores, strict=True)
         )
-    ratings = np.asarray(checkpointer.restore_saved(LEAGUE, step)["ratings"], np.float64)
-    best = int(np.argmax(ratings))
-    table = ", ".join(f"{n} {r:.0f}" for n, r in zip(names, ratings, strict=True))
-    return best, f"best league rating at update {step} ({table})"
+        return best, f"ranked first by PBT at update {step} on {tags}: {table}"
+    if LEAGUE in features:
+        ratings = np.asarray(checkpointer.restore_saved(LEAGUE, step)["ratings"], np.float64)
+        best = int(np.argmax(ratings))
+        table = ", ".join(f"{n} {r:.0f}" for n, r in zip(names, ratings, strict=True))
+        return best, f"best league rating at update {step} ({table})"
+    raise UsageError(
+        "--member best needs PBT's ranking or the population league's ratings; "
+        f"name a member: {', '.join(names)}"
+    )
 
 
 def _member_hyper(setup: Setup, checkpointer: Checkpointer, index: int, step: int) -> dict:
@@ -207,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--member",
         default="best",
-        help="best (the highest league rating), a member's name (seed2) or its index",
+        help="best (PBT's first, else the top league rating), a member's name (seed2) or its index",
     )
     parser.add_argument(
         "--step",

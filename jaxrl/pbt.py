@@ -322,6 +322,13 @@ def ranking(scores: jax.Array, eligible: jax.Array) -> jax.Array:
     return jnp.lexsort(sort_keys).astype(jnp.int32)
 
 
+def member_scores(spec: PBTSpec, smoothed: Smoothed) -> np.ndarray:
+    """float32 ``[R, K]``: every member's smoothed ranking metrics (host side; nan where
+    nothing was pushed), from a population's :class:`Smoothed` (leaves ``[R, ...]``)."""
+    smoothed = jax.tree.map(jnp.asarray, smoothed)
+    return np.asarray(jax.vmap(lambda one: score(spec, one))(smoothed))
+
+
 def select_sources(order: jax.Array, draws: jax.Array, selected: int) -> jax.Array:
     """int32 [R]: the member each member copies (itself unless it is in the bottom quantile).
 

@@ -6,15 +6,18 @@ chunk, from the persistent compile cache), its three chunks saved as checkpoints
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import load_run_config, save_config
-from jaxrl.extract import extract, main
+from jaxrl.extract import UsageError, _choose, extract, main
+from jaxrl.pbt import member_scores, ranking
 from jaxrl.play import load_policy
 from jaxrl.setup import make_setup
 from jaxrl.tournament import _open_runs
@@ -35,15 +38,21 @@ def population_run(tmp_path_factory):
     return run_dir, setup, runners
 
 
-def test_best_is_the_top_league_rating_with_its_policy_and_pbt_values(population_run):
+def pbt_first(setup, runner) -> int:
+    """The member PBT ranks first on the runner's smoothed metrics (the league's rating)."""
+    (pbt,) = [f for f in setup.population_features if f.name == "pbt"]
+    scores = member_scores(pbt.spec, runner.features["pbt"].smoothed)
+    return int(ranking(jnp.asarray(scores), jnp.ones(scores.shape[0], bool))[0])
+
+
+def test_best_is_pbts_first_with_its_policy_and_pbt_values(population_run):
     run_dir, setup, runners = population_run
     done = extract(run_dir)
     last = runners[-1]
-    ratings = np.asarray(last.features["league"].ratings)
-    best = int(np.argmax(ratings))
+    best = pbt_first(setup, last)
     assert (done.index, done.member) == (best, setup.members.names[best])
     assert done.steps == (1, 2, 3) and done.out == run_dir / "members" / done.member
-    assert "best league rating at update 3" in done.chosen_by
+    assert "ranked first by PBT at update 3 on league/rating" in done.chosen_by
     # The policy of each step is the member's slice, bit for bit.
     for step, runner in zip(done.steps, runners, strict=True):
         member_setup, policy, got = load_policy(done.out, step)
@@ -73,6 +82,23 @@ def test_a_named_member_plays_in_a_tournament_and_cannot_resume(population_run, 
     assert train_main(["--resume", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"member {other} extracted from" in err[0]
+
+
+def test_without_pbt_best_is_the_top_league_rating(population_run, tmp_path):
+    run_dir, setup, runners = population_run
+    league_only = dataclasses.replace(
+        setup, population_features=tuple(f for f in setup.population_features if f.name != "pbt")
+    )
+    last = runners[-1]  # the tiny league's ratings tie: set them apart, member 1 on top
+    league = last.features["league"].replace(ratings=np.asarray([1480.0, 1530.0], np.float32))
+    checkpointer = Checkpointer(tmp_path, keep=1)
+    checkpointer.save(last.replace(features={**last.features, "league": league}), {}, step=5)
+    index, chosen_by = _choose(league_only, checkpointer, "best", 5)
+    assert index == 1 and chosen_by == "best league rating at update 5 (seed0 1480, seed1 1530)"
+    no_population = dataclasses.replace(setup, population_features=())
+    with pytest.raises(UsageError, match="name a member: seed0, seed1"):
+        _choose(no_population, checkpointer, "best", 5)
+    checkpointer.close()
 
 
 @pytest.mark.parametrize(
