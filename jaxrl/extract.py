@@ -28,12 +28,12 @@ the source run). Bad input is one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -42,8 +42,8 @@ import numpy as np
 from jaxrl.checkpoint import MEMBER_FILE, Checkpointer, CheckpointError, error_line
 from jaxrl.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, load_run_config
-from jaxrl.config.loader import config_from_dict, save_config
-from jaxrl.hyper import PPO_KEYS
+from jaxrl.config.loader import config_from_dict, save_config, set_path
+from jaxrl.hyper import Hyper, get_value
 from jaxrl.league.population import LEAGUE
 from jaxrl.pbt import PBT, Smoothed, member_scores, ranking
 from jaxrl.play import members_policy_like
@@ -121,22 +121,11 @@ def _member_hyper(setup: Setup, checkpointer: Checkpointer, index: int, step: in
     """``{config key: value}`` of what PBT explored, the member's values at ``step``."""
     if not setup.config.pbt.enabled:
         return {}
-    hyper = checkpointer.restore_saved("state", step)["hyper"]
-    keys = setup.config.pbt.hyperparameters
-    values = {}
-    for key in keys:
-        if key in PPO_KEYS:
-            values[key] = float(np.asarray(hyper[PPO_KEYS[key]])[index])
-        else:  # env.kwargs.<path>: Hyper.env is keyed by the dotted path
-            values[key] = float(np.asarray(hyper["env"][key.removeprefix("env.kwargs.")])[index])
-    return values
-
-
-def _set(data: dict, dotted: str, value: Any) -> None:
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        data = data.setdefault(part, {})
-    data[leaf] = value
+    hyper = Hyper(**checkpointer.restore_saved("state", step)["hyper"])
+    return {
+        key: float(np.asarray(get_value(hyper, key))[index])
+        for key in setup.config.pbt.hyperparameters
+    }
 
 
 def member_config(setup: Setup, index: int, hyper: dict[str, float]):
@@ -149,7 +138,7 @@ def member_config(setup: Setup, index: int, hyper: dict[str, float]):
     data.pop("pbt", None)  # the defaults: off
     data["selfplay"]["cross_member"] = 0.0
     for key, value in {**setup.members.points[index], **hyper}.items():
-        _set(data, key, value)
+        set_path(data, key, value)
     return config_from_dict(data)
 
 
@@ -194,20 +183,9 @@ def extract(
     finally:
         source.close()
     result = Extracted(target, name, index, tuple(chosen_steps), chosen_by, hyper)
-    (target / MEMBER_FILE).write_text(
-        json.dumps(
-            {
-                "source": str(run_dir.resolve()),
-                "member": name,
-                "index": index,
-                "steps": list(chosen_steps),
-                "chosen_by": chosen_by,
-                "hyper": hyper,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    record = {"source": str(run_dir.resolve()), **dataclasses.asdict(result)}
+    record.pop("out")
+    (target / MEMBER_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return result
 
 

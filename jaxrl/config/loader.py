@@ -105,7 +105,12 @@ _SECTIONS = tuple(
 )
 
 
-def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+def set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``section.key`` (dotted, sections created as needed) in a config mapping.
+
+    Raises:
+      ConfigError: a part of the path that holds a value, not a section.
+    """
     node = data
     parts = dotted.split(".")
     for part in parts[:-1]:
@@ -213,7 +218,7 @@ def config_with_overrides(data: dict[str, Any], overrides: list[str]) -> Config:
     (to a copy: ``data`` is left as it is)."""
     data = copy.deepcopy(data)
     for key, value in parse_overrides(overrides):
-        _set_path(data, key, value)
+        set_path(data, key, value)
     return config_from_dict(data)
 
 
