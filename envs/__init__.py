@@ -26,7 +26,7 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
-from envs import protocols
+from envs import protocols, suites
 from envs.domains import Interval, declare_domains
 from envs.params import nest_dotted, override_params
 from envs.probes import MemoryProbe
@@ -183,7 +183,7 @@ def source(name: str) -> str:
     ``__main__`` or a notebook (nothing to import: register it again, or pass it to the
     Python API). An import path ``name`` is its own source; an entry point gives its value.
     """
-    if name in _BUILTIN or name in gymnax.registered_envs:
+    if name in _BUILTIN or name in gymnax.registered_envs or suites.split(name):
         return ""
     if name in _OWN_ENVS:
         return import_path(_OWN_ENVS[name])
@@ -197,7 +197,7 @@ def resolve(name: str, fallback: str = "") -> Callable[[], Any]:
     """The factory of env ``name``: the one lookup every command goes through.
 
     Looked up in order: envs registered in this process (ours included), gymnax's names,
-    an import path ``"pkg.module:Factory"``, the ``jaxrl.envs`` entry points of installed
+    a suite's env ``"<suite>:<env id>"`` (:mod:`envs.suites`), an import path ``"pkg.module:Factory"``, the ``jaxrl.envs`` entry points of installed
     packages, and finally ``fallback`` (a run's recorded ``env.source``, an import path).
 
     Raises:
@@ -207,6 +207,8 @@ def resolve(name: str, fallback: str = "") -> Callable[[], Any]:
         return _OWN_ENVS[name]
     if name in gymnax.registered_envs:
         return functools.partial(_gymnax_env, name)
+    if suites.split(name):
+        return suites.factory(name)
     if ":" in name or name in _entry_points():
         return _load(name)
     if fallback:
@@ -259,7 +261,9 @@ def _gymnax_env(name: str) -> Any:
     return Float32(env) if _gymnax_needs_float32(name) else env
 
 
-def make(name: str, *, source: str = "", **overrides: Any) -> tuple[Any, Any]:
+def make(
+    name: str, *, source: str = "", make_kwargs: dict[str, Any] | None = None, **overrides: Any
+) -> tuple[Any, Any]:
     """Build an environment and its params.
 
     Args:
@@ -267,6 +271,9 @@ def make(name: str, *, source: str = "", **overrides: Any) -> tuple[Any, Any]:
         ``"pkg.module:Factory"`` or the name of a ``jaxrl.envs`` entry point (:func:`resolve`).
       source: an import path to fall back on when ``name`` is not found (a run's
         recorded ``env.source``).
+      make_kwargs: keyword arguments of the env's factory (constructor arguments, the
+        config's ``env.make_kwargs``), e.g. Navix's ``observation_fn`` or a Jumanji
+        generator's size; None or empty: the factory is called with none.
       **overrides: replacements for fields of the env's default params
         (e.g. ``max_steps_in_episode=200``); a struct field takes a mapping of its own
         fields (``reward={"touch": 0.1}``), see :func:`override_params`.
@@ -278,7 +285,15 @@ def make(name: str, *, source: str = "", **overrides: Any) -> tuple[Any, Any]:
       ValueError: unknown name, a factory that does not return an env, or an override that
         does not fit the params.
     """
-    env = resolve(name, source)()
+    factory = resolve(name, source)
+    try:
+        env = factory(**(make_kwargs or {}))
+    except TypeError as err:  # a constructor's arguments that do not fit
+        given = ", ".join(sorted(make_kwargs or {})) or "none"
+        raise ValueError(
+            f"env {name!r}: its factory does not take the arguments given (env.make_kwargs: "
+            f"{given}): {err}"
+        ) from None
     found = name in _OWN_ENVS or name in gymnax.registered_envs  # else imported just now
     if not found and not isinstance(env, protocols.Env):
         raise ValueError(

@@ -19,6 +19,13 @@ trainer asks with ``isinstance`` against these protocols instead of probing attr
   states (:class:`Renderer`), imported only when a clip is rendered.
 - :class:`Domain`: the values an ``EnvParams`` field allows, declared beside the field in
   its metadata (:func:`envs.domains.param`) and checked wherever a value enters.
+- :class:`ActionMaskEnv` (``action_mask``): the legal discrete actions of a state; acting,
+  the loss's log-probabilities and the entropy see only those.
+- :class:`TurnBasedEnv` (``current_player``): a multi-agent env where one slot moves per
+  step (a board game): only that slot's action is applied, and only its step is trained.
+- :class:`StructuredObservation` (``observation_leaves``): a flat float32 observation row
+  that packs named leaves of other shapes (a dict observation, an image beside a vector), so
+  that a network can give each leaf its own encoder (:class:`ObsLeaves`).
 - :class:`EntityObservation` (``entity_layout``): where an observation row lists other
   entities (cars, units) as equal-width blocks with a presence flag, so that a network can
   encode each block with shared weights and pool over the present ones
@@ -175,6 +182,76 @@ class EntityLayout:
 
 
 @runtime_checkable
+class ActionMaskEnv(Env, Protocol):
+    """An env with a discrete action space that says which actions are legal in a state."""
+
+    def action_mask(self, state: Any, params: Any) -> jax.Array:
+        """bool ``[num_actions]`` (``[A, num_actions]`` for a multi-agent env): True where the
+        action is legal in ``state`` (the env's own state, not a wrapper's); at least one True
+        per row. Called on the state an observation was made in, before acting on it."""
+        ...
+
+
+@runtime_checkable
+class TurnBasedEnv(MultiAgentEnv, Protocol):
+    """A multi-agent env where one agent slot moves per step (Pgx's board games).
+
+    ``step`` applies the action of slot ``current_player(state)`` and ignores the others';
+    rewards are still ``[A]`` (a slot is rewarded on the step that ends its game, whoever
+    moved). The trainer trains each slot on the steps where it moved.
+    """
+
+    def current_player(self, state: Any, params: Any) -> jax.Array:
+        """int32 ``()``: the slot whose action the next ``step`` from ``state`` applies."""
+        ...
+
+
+@dataclass(frozen=True)
+class ObsLeaf:
+    """One named leaf of a structured observation: ``shape`` values at ``offset`` of the row."""
+
+    name: str  # e.g. "grid", "position"; names the leaf's encoder parameters
+    shape: tuple[int, ...]  # the leaf's own shape, e.g. (10, 10, 5) for an image [H, W, C]
+    offset: int  # index of the leaf's first value in the flat row (row-major)
+
+    @property
+    def size(self) -> int:
+        """Values of the leaf in the row."""
+        return int(np.prod(self.shape, dtype=int))
+
+    @property
+    def end(self) -> int:
+        """One past the leaf's last value in the row."""
+        return self.offset + self.size
+
+
+@dataclass(frozen=True)
+class ObsLeaves:
+    """How a flat float32 observation row of ``size`` values splits into named leaves."""
+
+    leaves: tuple[ObsLeaf, ...]  # back to back in the row, in order
+
+    def __post_init__(self):
+        offset = 0
+        for leaf in self.leaves:
+            if leaf.offset != offset or leaf.size < 1:
+                raise ValueError(f"observation leaves are not back to back: {self.leaves}")
+            offset = leaf.end
+
+    @property
+    def size(self) -> int:
+        """Values in the whole row."""
+        return self.leaves[-1].end if self.leaves else 0
+
+
+@runtime_checkable
+class StructuredObservation(Env, Protocol):
+    """An env whose flat float32 observation row packs named leaves (:class:`ObsLeaves`)."""
+
+    observation_leaves: ObsLeaves  # the leaves of one observation row (one agent's)
+
+
+@runtime_checkable
 class EntityObservation(Env, Protocol):
     """An env whose observation rows list other entities in blocks (:class:`EntityLayout`)."""
 
@@ -239,6 +316,24 @@ def entity_layout(env: Any) -> EntityLayout | None:
     """The observation's entity blocks if the (innermost) env is an :class:`EntityObservation`."""
     inner = unwrapped(env)
     return inner.entity_layout if isinstance(inner, EntityObservation) else None
+
+
+def action_masked(env: Any) -> ActionMaskEnv | None:
+    """The (innermost) env if it is an :class:`ActionMaskEnv`, else None."""
+    inner = unwrapped(env)
+    return inner if isinstance(inner, ActionMaskEnv) else None
+
+
+def turn_based(env: Any) -> TurnBasedEnv | None:
+    """The (innermost) env if it is a :class:`TurnBasedEnv`, else None."""
+    inner = unwrapped(env)
+    return inner if isinstance(inner, TurnBasedEnv) else None
+
+
+def observation_leaves(env: Any) -> ObsLeaves | None:
+    """The observation's leaves if the (innermost) env is a :class:`StructuredObservation`."""
+    inner = unwrapped(env)
+    return inner.observation_leaves if isinstance(inner, StructuredObservation) else None
 
 
 def renderer(env: Any) -> Renderer | None:

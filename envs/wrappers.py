@@ -136,6 +136,20 @@ def unwrap_state(state: Any) -> Any:
     return state
 
 
+def legal_actions(env: Any, state: Any, params: Any) -> jax.Array | None:
+    """bool ``[num_actions]`` (``[A, num_actions]``) legal actions of a (wrapped) env's
+    ``state``, or None if the env declares none (:class:`envs.protocols.ActionMaskEnv`)."""
+    inner = protocols.action_masked(env)
+    return None if inner is None else inner.action_mask(unwrap_state(state), params)
+
+
+def player_to_move(env: Any, state: Any, params: Any) -> jax.Array | None:
+    """int32 ``()`` slot to move in a (wrapped) turn-based env's ``state``, or None if the env
+    is not turn-based (:class:`envs.protocols.TurnBasedEnv`)."""
+    inner = protocols.turn_based(env)
+    return None if inner is None else inner.current_player(unwrap_state(state), params)
+
+
 class ActionRepeat(Wrapper):
     """Repeats each action ``repeat`` times, summing rewards and stopping at episode end.
 

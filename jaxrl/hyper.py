@@ -229,7 +229,9 @@ def base_hyper(config: Config) -> Hyper:
         import envs  # noqa: PLC0415
         from envs.params import get_path  # noqa: PLC0415
 
-        _, env_params = envs.make(config.env.name, **config.env.kwargs)
+        _, env_params = envs.make(
+            config.env.name, make_kwargs=config.env.make_kwargs, **config.env.kwargs
+        )
         env = {env_path(key): value(get_path(env_params, env_path(key))) for key in keys}
     return Hyper(**{name: value(getattr(config.ppo, name)) for name in MEMBER_VALUES}, env=env)
 

@@ -321,7 +321,9 @@ def with_outer_features(setup: Setup) -> Setup:
 
 def make_env(config: Config) -> tuple[Any, Any, bool]:
     """``(env, env_params, discrete)``: the registered env in the run's wrappers."""
-    env, env_params = envs.make(config.env.name, **config.env.kwargs)
+    env, env_params = envs.make(
+        config.env.name, make_kwargs=config.env.make_kwargs, **config.env.kwargs
+    )
     discrete = envs.is_discrete(env, env_params)
     if config.env.action_repeat > 1:
         env = envs.ActionRepeat(env, config.env.action_repeat)

@@ -24,6 +24,8 @@ class EnvConfig:
     source: str = ""
     num_envs: int = 4  # parallel env instances (vmapped)
     kwargs: dict[str, Any] = field(default_factory=dict)  # overrides of the env's EnvParams
+    # keyword arguments of the env's factory (its constructor), e.g. a suite env's options
+    make_kwargs: dict[str, Any] = field(default_factory=dict)
     action_repeat: int = 1  # env steps per agent decision; rewards summed
     normalize_obs: bool = False  # running mean/var observation normalisation
     # jax: a JAX env (the compiled train step); gymnasium | envpool: env.name is that
@@ -61,7 +63,9 @@ def build_env(config: Config) -> BuiltEnv:
            "an env registered from Python, register it again or pass env= to the Python API)"),
     )  # fmt: skip
     try:
-        base_env, default_params = envs.make(env.name, source=env.source)
+        base_env, default_params = envs.make(
+            env.name, source=env.source, make_kwargs=env.make_kwargs
+        )
         if env.source and not envs.is_known(env.name):  # the recorded factory, for every
             envs.register(env.name, envs.resolve(env.name, env.source))  # later envs.make
     except ValueError as err:

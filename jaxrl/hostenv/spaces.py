@@ -116,6 +116,7 @@ def validate_host(config: Config) -> None:
         "train.num_seeds": config.train.num_seeds > 1,
         "env.normalize_obs": env.normalize_obs,
         "env.action_repeat": env.action_repeat > 1,
+        "env.make_kwargs": bool(env.make_kwargs),  # a host env's arguments are env.kwargs
     }
     for key, used in unsupported.items():
         if used:
