@@ -116,9 +116,9 @@ def _action_layout(env_id: str, spec: Any) -> tuple[tuple[int, ...], int]:
 
 def _check_mask(env_id: str, mask_shape: tuple[int, ...], nvec: tuple[int, ...], n: int):
     """Refuse an action mask that cannot become a joint mask of ``n`` actions."""
-    per_component = len(mask_shape) == 2 and mask_shape[0] == len(nvec) and set(nvec) == {
-        mask_shape[1]
-    }
+    per_component = (
+        len(mask_shape) == 2 and mask_shape[0] == len(nvec) and set(nvec) == {mask_shape[1]}
+    )
     fits = mask_shape == (n,) if not nvec else mask_shape == nvec or per_component
     if n and not fits:
         raise ValueError(
@@ -293,7 +293,10 @@ def make(env_id: str, **make_kwargs: Any) -> Jumanji:
     try:
         env = jumanji.make(env_id, **make_kwargs)
     except TypeError as err:
-        raise ValueError(f"jumanji:{env_id}: bad make_kwargs {sorted(make_kwargs)}: {err}") from None
+        given = ", ".join(sorted(make_kwargs)) or "none"
+        raise ValueError(
+            f"jumanji:{env_id}: its constructor refuses make_kwargs ({given}): {err}"
+        ) from None
     layout = make_layout(env_id, env)
     masked = bool(layout.mask_shape) and layout.num_actions > 0
     return (MaskedJumanji if masked else Jumanji)(env_id, env)
