@@ -15,8 +15,10 @@ The adapter:
   is the mask itself where it has the shape ``num_values``, else the AND of per-component rows)
   and a float ``BoundedArray`` to a ``Box``;
 - reads ``timestep.step_type``/``discount``: LAST with discount 0 is ``terminated``, LAST with
-  a non-zero discount (jumanji's time limits) is ``truncated``; a vector reward (a cooperative
-  multi-agent env) is summed;
+  a non-zero discount is ``truncated``; so is LAST where the state's ``step_count`` reached the
+  env's ``time_limit`` (Snake, Maze, PacMan, ... end a timed-out episode with discount 0; an
+  episode that ends by its rules on exactly that step is then called truncated too); a vector
+  reward (a cooperative multi-agent env) is summed;
 - leaves the auto-reset to gymnax's base class (``info["final_observation"]``).
 
 ``make_kwargs`` go to ``jumanji.make`` (e.g. ``generator`` or ``time_limit`` arguments).
@@ -197,7 +199,8 @@ class Jumanji(environment.Environment[EnvState, EnvParams]):
 
     Observation: float32 ``[size]`` (``observation_leaves``); action: int32 ``()`` of
     ``Discrete(num_actions)`` or float32 of the env's ``Box``; reward: float32 ``()`` (summed
-    over agents); terminated: LAST with discount 0; truncated: LAST with a non-zero discount.
+    over agents); terminated: LAST with discount 0; truncated: LAST with a non-zero discount or
+    at the env's ``time_limit``.
     """
 
     def __init__(self, env_id: str, env: Any):
@@ -240,12 +243,20 @@ class Jumanji(environment.Environment[EnvState, EnvParams]):
             jnp.asarray(layout.low), jnp.asarray(layout.high), (layout.leaves.size,), jnp.float32
         )
 
+    def _time_up(self, inner: Any) -> jax.Array | bool:
+        """Whether ``inner`` is at the env's ``time_limit`` (where it has one and a
+        ``step_count``): most jumanji envs end a timed-out episode with discount 0."""
+        limit = getattr(self.env, "time_limit", None)
+        count = getattr(inner, "step_count", None)
+        return False if limit is None or count is None else count >= limit
+
     def _wrap(self, inner: Any, timestep: Any) -> tuple[jax.Array, EnvState]:
         last = timestep.step_type == StepType.LAST
+        cut = jnp.any(jnp.asarray(timestep.discount) != 0) | self._time_up(inner)
         state = EnvState(
             inner=inner,
             mask=joint_mask(self.layout, timestep.observation),
-            truncated=last & jnp.any(jnp.asarray(timestep.discount) != 0),
+            truncated=last & cut,
         )
         return flat_observation(self.layout, timestep.observation), state
 
