@@ -139,7 +139,7 @@ class ImageEncoder(nn.Module):
     """
 
     kind: str  # "nature" | "small"
-    channels: Sequence[int] = (16, 32)  # the small CNN's channels per layer
+    channels: Sequence[int] = (16,)  # the small CNN's channels per layer
     dtype: Any = jnp.float32
 
     @nn.compact
@@ -171,7 +171,7 @@ class ObsEncoder(nn.Module):
     """
 
     leaves: tuple[LeafEncoding, ...]
-    channels: Sequence[int] = (16, 32)  # the small CNN's channels per layer
+    channels: Sequence[int] = (16,)  # the small CNN's channels per layer
     dtype: Any = jnp.float32
 
     @nn.compact

@@ -214,7 +214,7 @@ class ActorCritic(nn.Module):
     # CNN, the others flat), encoded by an ObsEncoder before each torso; None: rows go to the
     # torso as they are (vector observations: the graph and params of before the encoders).
     encoders: Any = None
-    cnn_channels: Sequence[int] = (16, 32)  # the small CNN's channels per layer
+    cnn_channels: Sequence[int] = (16,)  # the small CNN's channels per layer
 
     @nn.compact
     def __call__(self, hidden, obs: jax.Array, is_first: jax.Array):

@@ -112,10 +112,10 @@ def test_parameters_are_named_by_leaf():
     for side in ("actor", "critic"):
         assert list(params[f"{side}_encoder"]) == ["grid"]
         layers = params[f"{side}_encoder"]["grid"]
+        assert list(layers) == ["PatchConv_0"]  # network.cnn_channels' default: (16,)
         assert layers["PatchConv_0"]["Dense_0"]["kernel"].shape == (9 * 1, 16)
-        assert layers["PatchConv_1"]["Dense_0"]["kernel"].shape == (9 * 16, 32)
-        # the torso reads the 6x6x32 features and the 2 flag values
-        assert params[f"{side}_torso"]["Dense_0"]["kernel"].shape == (6 * 6 * 32 + 2, 8)
+        # the torso reads the 6x6x16 features and the 2 flag values
+        assert params[f"{side}_torso"]["Dense_0"]["kernel"].shape == (6 * 6 * 16 + 2, 8)
     shared = ActorCritic(4, True, (8,), shared_torso=True, encoders=plan)
     shared_params = shared.init(jax.random.key(0), (), jnp.zeros((1, 2, 38)), jnp.zeros((1, 2)))
     assert "actor_encoder" in shared_params["params"]

@@ -35,7 +35,9 @@ class NetworkConfig:
     # (ENCODERS); auto: the Nature CNN (8x8/4, 4x4/2, 3x3/1) on images of at least 36x36, the
     # small CNN below; mlp: flattened into the torso; vector observations: always the torso
     encoder: str = "auto"
-    cnn_channels: tuple[int, ...] = (16, 32)  # the small CNN: one 3x3 stride-1 SAME conv each
+    # the small CNN: one 3x3 stride-1 SAME conv per entry, of that many channels; (16,) is
+    # MinAtar's network (Young & Tian 2019); each layer costs a CPU run dearly (speed.md)
+    cnn_channels: tuple[int, ...] = (16,)
 
 
 def validate(config: Config) -> None:

@@ -32,7 +32,7 @@ class ImageActorCritic(nn.Module):
     head: ActorCritic
     dtype: Any = jnp.float32
     kind: str = "nature"  # "nature" | "small"
-    channels: tuple[int, ...] = (16, 32)  # the small CNN's channels per layer
+    channels: tuple[int, ...] = (16,)  # the small CNN's channels per layer
 
     @nn.compact
     def __call__(self, hidden, obs: jax.Array, is_first: jax.Array):
