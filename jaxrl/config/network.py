@@ -30,12 +30,12 @@ class NetworkConfig:
     # and opponents) with one shared layer of this width per group, pooled over the present
     # ones, before each torso; 0: the observation row goes to the torso as it is
     entity_width: int = 0
-    # image observations ([H, W, C], or [H, W, C] leaves of an envs.protocols.
-    # StructuredObservation) go through a CNN before the torso: auto | mlp | nature | small
-    # (ENCODERS); auto: the Nature CNN (8x8/4, 4x4/2, 3x3/1) on images of at least 36x36, the
-    # small CNN below; mlp: flattened into the torso; vector observations: always the torso
+    # image observations [H, W, C] (also such leaves of a StructuredObservation env) go through
+    # a CNN before each torso: auto | mlp | nature | small (ENCODERS); auto: the Nature CNN
+    # (8x8/4, 4x4/2, 3x3/1) on images of at least 36x36, the small CNN below; mlp: flattened
+    # into the torso; vector observations: always straight into the torso
     encoder: str = "auto"
-    # the small CNN: one 3x3 stride-1 SAME conv per entry, of that many channels; (16,) is
+    # the small CNN: one 3x3 stride-1 SAME conv per entry, of that many channels; [16] is
     # MinAtar's network (Young & Tian 2019); each layer costs a CPU run dearly (speed.md)
     cnn_channels: tuple[int, ...] = (16,)
 
@@ -70,23 +70,25 @@ def validate_env(config: Config, built: BuiltEnv) -> None:
     must fit the env's observations."""
     from envs import protocols  # noqa: PLC0415 - keep config importable without building envs
 
+    net = config.network
     require(
-        config.network.encoder in ENCODERS,
-        f"network.encoder must be one of {', '.join(ENCODERS)}, got {config.network.encoder!r}",
+        net.encoder in ENCODERS,
+        f"network.encoder must be one of {', '.join(ENCODERS)}, got {net.encoder!r}",
     )
     if config.env.backend != "jax":  # a host env: BuiltEnv.env holds its spaces
         from jaxrl.hostenv.spaces import host_encoder  # noqa: PLC0415
 
-        host_encoder(config.network.encoder, built.env, config.env.name)
-        return
-    images = encoder_plan(config, built.env, built.params) is not None
+        host_encoder(net.encoder, built.env, config.env.name)
+    # auto fits every observation: the observation space is read only when something may not
+    # fit (a forced CNN, entity blocks, declared leaves whose size must match the rows)
+    elif net.encoder != "auto" or net.entity_width or protocols.observation_leaves(built.env):
+        require(
+            encoder_plan(config, built.env, built.params) is None or not net.entity_width,
+            f"network.entity_width: {config.env.name} has image observations, which go through "
+            "network.encoder; set entity_width to 0 or network.encoder to mlp",
+        )
     require(
-        not (images and config.network.entity_width),
-        f"network.entity_width: {config.env.name} has image observations, which go through "
-        "network.encoder; set entity_width to 0 or network.encoder to mlp",
-    )
-    require(
-        not config.network.entity_width or protocols.entity_layout(built.env) is not None,
+        not net.entity_width or protocols.entity_layout(built.env) is not None,
         f"network.entity_width: {config.env.name} declares no entity blocks in its observation "
         "(envs.protocols.EntityObservation); set it to 0",
     )
