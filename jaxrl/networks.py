@@ -21,6 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrl.encoders import ObsEncoder
+
 ACTIVATIONS = {
     "tanh": nn.tanh,
     "relu": nn.relu,
@@ -183,7 +185,8 @@ class RecurrentCore(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Optional entity encoder(s) -> MLP torso(s) -> optional recurrent core(s) -> heads.
+    """Optional observation or entity encoder(s) -> MLP torso(s) -> optional recurrent
+    core(s) -> heads.
 
     ``__call__(hidden, obs [L, N, *obs_shape], is_first [L, N])`` returns
     ``(hidden, policy_params, value [L, N])`` where ``policy_params`` is
@@ -207,6 +210,11 @@ class ActorCritic(nn.Module):
     # they are.
     entities: Any = None
     entity_width: int = 0
+    # The observation's leaves (tuple of jaxrl.encoders.LeafEncoding: image leaves through a
+    # CNN, the others flat), encoded by an ObsEncoder before each torso; None: rows go to the
+    # torso as they are (vector observations: the graph and params of before the encoders).
+    encoders: Any = None
+    cnn_channels: Sequence[int] = (16,)  # the small CNN's channels per layer
 
     @nn.compact
     def __call__(self, hidden, obs: jax.Array, is_first: jax.Array):
@@ -217,6 +225,14 @@ class ActorCritic(nn.Module):
 
         def torso(name: str):  # "actor_torso" -> [L * N, F] -> [L * N, hidden_sizes[-1]]
             mlp = MLP(self.hidden_sizes, self.activation, self.dtype, name=name)
+            if self.encoders is not None:
+                encoder = ObsEncoder(
+                    self.encoders,
+                    tuple(self.cnn_channels),
+                    self.dtype,
+                    name=name.replace("torso", "encoder"),
+                )
+                return lambda rows: mlp(encoder(rows))
             if not self.entity_width:
                 return mlp
             encoder = EntityEncoder(

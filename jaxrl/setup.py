@@ -27,6 +27,7 @@ from jaxrl import prng
 from jaxrl.acting import PolicySpec
 from jaxrl.config import Config, ConfigError
 from jaxrl.curriculum import CurriculumSpec, make_curriculum
+from jaxrl.encoders import plan_encoders
 from jaxrl.eval_lanes import make_eval_lanes
 from jaxrl.features import (
     BuildContext,
@@ -347,7 +348,11 @@ def spaces(
 def make_network(
     config: Config, env: Any, obs_shape: tuple[int, ...], action_dim: int, discrete: bool, dtype
 ) -> ActorCritic:
-    """The actor-critic of ``network:`` for one actor's observation."""
+    """The actor-critic of ``network:`` for one actor's observation: image observations (or
+    image leaves of a structured one) get the CNN of ``network.encoder`` before each torso."""
+    encoders = plan_encoders(
+        config.network.encoder, obs_shape, protocols.observation_leaves(env), config.env.name
+    )
     return ActorCritic(
         action_dim=action_dim,
         discrete=discrete,
@@ -361,6 +366,8 @@ def make_network(
         obs_ndim=len(obs_shape),
         entities=protocols.entity_layout(env),
         entity_width=config.network.entity_width,
+        encoders=encoders,
+        cnn_channels=tuple(config.network.cnn_channels),
     )
 
 

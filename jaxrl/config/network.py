@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from jaxrl.config.errors import require
+from jaxrl.config.errors import ConfigError, require
 
 if TYPE_CHECKING:
     from jaxrl.config.env import BuiltEnv
@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 ACTIVATIONS = ("tanh", "relu", "elu", "gelu", "silu")
 CORES = ("none", "gru", "lstm")
+ENCODERS = ("auto", "mlp", "nature", "small")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,14 @@ class NetworkConfig:
     # and opponents) with one shared layer of this width per group, pooled over the present
     # ones, before each torso; 0: the observation row goes to the torso as it is
     entity_width: int = 0
+    # image observations [H, W, C] (also such leaves of a StructuredObservation env) go through
+    # a CNN before each torso: auto | mlp | nature | small (ENCODERS); auto: the Nature CNN
+    # (8x8/4, 4x4/2, 3x3/1) on images of at least 36x36, the small CNN below; mlp: flattened
+    # into the torso; vector observations: always straight into the torso
+    encoder: str = "auto"
+    # the small CNN: one 3x3 stride-1 SAME conv per entry, of that many channels; [16] is
+    # MinAtar's network (Young & Tian 2019); each layer costs a CPU run dearly (speed.md)
+    cnn_channels: tuple[int, ...] = (16,)
 
 
 def validate(config: Config) -> None:
@@ -46,14 +55,61 @@ def validate(config: Config) -> None:
     require(net.core_size >= 1, f"network.core_size must be >= 1, got {net.core_size}")
     require(net.core_unroll >= 0, f"network.core_unroll must be >= 0, got {net.core_unroll}")
     require(net.entity_width >= 0, f"network.entity_width must be >= 0, got {net.entity_width}")
+    require(
+        net.encoder in ENCODERS,
+        f"network.encoder must be one of {', '.join(ENCODERS)}, got {net.encoder!r}",
+    )
+    require(
+        len(net.cnn_channels) >= 1 and all(c >= 1 for c in net.cnn_channels),
+        f"network.cnn_channels must be positive channel counts, got {list(net.cnn_channels)}",
+    )
 
 
 def validate_env(config: Config, built: BuiltEnv) -> None:
-    """``network.entity_width`` needs an env whose rows have entity blocks."""
+    """``network.entity_width`` needs an env whose rows have entity blocks; ``network.encoder``
+    must fit the env's observations."""
     from envs import protocols  # noqa: PLC0415 - keep config importable without building envs
 
+    net = config.network
     require(
-        not config.network.entity_width or protocols.entity_layout(built.env) is not None,
+        net.encoder in ENCODERS,
+        f"network.encoder must be one of {', '.join(ENCODERS)}, got {net.encoder!r}",
+    )
+    if config.env.backend != "jax":  # a host env: BuiltEnv.env holds its spaces
+        from jaxrl.hostenv.spaces import host_encoder  # noqa: PLC0415
+
+        host_encoder(net.encoder, built.env, config.env.name)
+    # auto fits every observation: the observation space is read only when something may not
+    # fit (a forced CNN, entity blocks, declared leaves whose size must match the rows)
+    elif net.encoder != "auto" or net.entity_width or protocols.observation_leaves(built.env):
+        require(
+            encoder_plan(config, built.env, built.params) is None or not net.entity_width,
+            f"network.entity_width: {config.env.name} has image observations, which go through "
+            "network.encoder; set entity_width to 0 or network.encoder to mlp",
+        )
+    require(
+        not net.entity_width or protocols.entity_layout(built.env) is not None,
         f"network.entity_width: {config.env.name} declares no entity blocks in its observation "
         "(envs.protocols.EntityObservation); set it to 0",
     )
+
+
+def encoder_plan(config: Config, env: Any, env_params: Any) -> Any:
+    """The leaves' encoders (``jaxrl.encoders.plan_encoders``) of one actor's observation of a
+    JAX env under ``network.encoder``; None: the flattened rows go to the torso.
+
+    Raises:
+      ConfigError: the encoder does not fit the observations (one line).
+    """
+    from envs import protocols  # noqa: PLC0415
+    from jaxrl.encoders import plan_encoders  # noqa: PLC0415 - keep the config free of flax
+
+    obs_shape = tuple(env.observation_space(env_params).shape)
+    if protocols.num_agents(env) > 1:
+        obs_shape = obs_shape[1:]  # [A, *obs_shape] per env: one row per agent
+    try:
+        return plan_encoders(
+            config.network.encoder, obs_shape, protocols.observation_leaves(env), config.env.name
+        )
+    except ValueError as err:
+        raise ConfigError(f"network.encoder: {err}") from None

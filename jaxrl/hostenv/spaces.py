@@ -38,6 +38,31 @@ class HostSpaces:
         return len(self.obs_shape) == 3 and self.obs_dtype == "uint8"
 
 
+def host_encoder(encoder: str, spaces: HostSpaces, name: str) -> str | None:
+    """The CNN (``nature`` | ``small``) of ``network.encoder`` for a host env's images, or None:
+    the observations go flattened to the MLP (vectors, or ``mlp``). ``auto`` on images: the
+    Nature CNN from 36x36 up (Atari's 84x84, as always), the small one below.
+
+    Raises:
+      ConfigError: the encoder does not fit the observations (one line).
+    """
+    from jaxrl.encoders import plan_encoders  # noqa: PLC0415 - keep the config free of flax
+
+    shape = spaces.obs_shape
+    if not spaces.image:  # float or vector observations: flattened, as always
+        require(
+            encoder in ("auto", "mlp"),
+            f"network.encoder: {encoder} needs uint8 [C, H, W] images from a host env; {name} "
+            f"observations are {'x'.join(map(str, shape))} {spaces.obs_dtype}: use mlp or auto",
+        )
+        return None
+    try:
+        plan = plan_encoders(encoder, (shape[1], shape[2], shape[0]), source=name)
+    except ValueError as err:
+        raise ConfigError(f"network.encoder: {err}") from None
+    return None if plan is None else plan[0].kind
+
+
 def read_spaces(observation_space: Any, action_space: Any, name: str) -> HostSpaces:
     """:class:`HostSpaces` of one env's gymnasium spaces.
 
