@@ -472,7 +472,8 @@ def _play(env: Any, act_space: Any) -> Callable[[jax.Array, Any], tuple]:
     @jax.jit
     def play(key, params):
         key_reset, key_act, key_step = jax.random.split(key, 3)
-        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key_reset, BATCH), params)
+        reset = jax.vmap(env.reset, in_axes=(0, None))
+        _, state = reset(jax.random.split(key_reset, BATCH), params)
         actions = sample_actions(env, params, act_space, jax.random.split(key_act, BATCH))
         keys = jax.random.split(key_step, BATCH)
         return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)
@@ -500,7 +501,8 @@ def check_running(name: str, env: Any, params: Any, act_space: Any) -> tuple[str
     for what, value in (("observations", obs), ("reward", reward)):
         if not np.all(np.isfinite(np.asarray(value, np.float32))):
             raise EnvCheckError(f"env {name!r}: step returned non-finite {what} (NaN or inf)")
-    fields = {f.name for f in dataclasses.fields(params)} if dataclasses.is_dataclass(params) else ()
+    is_struct = dataclasses.is_dataclass(params)
+    fields = {f.name for f in dataclasses.fields(params)} if is_struct else set()
     if "max_steps_in_episode" not in fields:
         return ("jit and vmap ran", "no max_steps_in_episode: time limit not checked")
     short = envs.override_params(params, {"max_steps_in_episode": 1})

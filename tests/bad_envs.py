@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
+from gymnax.wrappers.purerl import GymnaxWrapper
 
 
 @struct.dataclass
@@ -85,6 +86,20 @@ class OldApi(Good):
     def step(self, key: jax.Array, state: State, action: Any, params: Params | None = None):
         obs, state, reward, terminated, truncated, info = super().step(key, state, action, params)
         return obs, state, reward, jnp.logical_or(terminated, truncated), info
+
+
+class AdaptedOldApi(GymnaxWrapper):
+    """:class:`OldApi` adapted to 6 values, as ``envs.make`` adapts an old-API env."""
+
+    def __init__(self):
+        super().__init__(OldApi())
+
+    def reset(self, key: jax.Array, params: Params | None = None) -> tuple:
+        return self._env.reset(key, params)
+
+    def step(self, key: jax.Array, state: State, action: Any, params: Params | None = None):
+        obs, state, reward, done, info = self._env.step(key, state, action, params)
+        return obs, state, reward, done, jnp.zeros_like(done), info
 
 
 class DoneOnTimeLimit(Good):
