@@ -281,13 +281,20 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(_single_json(result)))
         return 0
     for r in results:
-        print(
-            (f"{r.member}: " if r.member else "")
-            + f"step {r.step}: return {r.mean_return:.2f} +- {r.std_return:.2f} "
-            f"over {r.episodes} episodes (mean length {r.mean_length:.1f}, "
-            f"actions: {r.actions})" + "".join(f", {k} {v:.3f}" for k, v in r.outcomes.items())
-        )
+        print(summary_line(r))
     return 0
+
+
+def summary_line(result: EvalResult) -> str:
+    """``step S: return M +- SD over N episodes (mean length L, actions: sample)``, led by
+    the member's name in a run of several members and followed by the env's outcomes."""
+    return (
+        (f"{result.member}: " if result.member else "")
+        + f"step {result.step}: return {result.mean_return:.2f} +- {result.std_return:.2f} "
+        f"over {result.episodes} episodes (mean length {result.mean_length:.1f}, "
+        f"actions: {result.actions})"
+        + "".join(f", {k} {v:.3f}" for k, v in result.outcomes.items())
+    )
 
 
 def _single_json(result: EvalResult) -> dict:
