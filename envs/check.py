@@ -551,6 +551,11 @@ def check(name: str, env: Any, params: Any, *, running: bool = False) -> EnvSumm
       EnvCheckError: the first problem, in one line.
     """
     check_gymnax()
+    if not isinstance(env, protocols.Env):
+        raise EnvCheckError(
+            f"env {name!r}: {type(env).__name__} is not a gymnax-1.x env (reset, step, "
+            "action_space, observation_space, default_params; see envs.protocols.Env)"
+        )
     obs_space, act_space = check_spaces(name, env, params)
     reset_obs, state = trace_reset(name, env, params)
     check_observation(name, "reset", reset_obs, obs_space)
