@@ -257,8 +257,7 @@ def trace_reset(name: str, env: Any, params: Any) -> tuple[Any, Any]:
     Raises:
       EnvCheckError: Python control flow on a traced value, or any failure, in one line.
     """
-    keys = jax.random.split(jax.random.key(0), BATCH)
-    return _trace(name, "reset_env", jax.vmap(env.reset, in_axes=(0, None)), keys, params)
+    return _trace(name, "reset_env", jax.vmap(env.reset, in_axes=(0, None)), _keys(), params)
 
 
 def trace_step(name: str, env: Any, params: Any, act_space: Any, state: Any) -> Any:
@@ -268,13 +267,16 @@ def trace_step(name: str, env: Any, params: Any, act_space: Any, state: Any) -> 
     Raises:
       EnvCheckError: Python control flow on a traced value, or any failure, in one line.
     """
-    keys = jax.random.split(jax.random.key(1), BATCH)
-
     def step(keys, state, params):
         actions = sample_actions(env, params, act_space, keys)
         return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)
 
-    return _trace(name, "step_env", step, keys, state, params)
+    return _trace(name, "step_env", step, _keys(), state, params)
+
+
+def _keys() -> jax.ShapeDtypeStruct:
+    """``BATCH`` abstract PRNG keys (made without running anything)."""
+    return jax.eval_shape(lambda: jax.random.split(jax.random.key(0), BATCH))
 
 
 # ----------------------------------------------------------------------------- outputs
