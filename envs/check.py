@@ -267,6 +267,7 @@ def trace_step(name: str, env: Any, params: Any, act_space: Any, state: Any) -> 
     Raises:
       EnvCheckError: Python control flow on a traced value, or any failure, in one line.
     """
+
     def step(keys, state, params):
         actions = sample_actions(env, params, act_space, keys)
         return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import gymnax
-import jax
 import pytest
 
 from envs import check
@@ -25,7 +24,6 @@ from jaxrl.hostenv.vecenv import missing_module
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 CARTPOLE = str(REPO / "configs" / "cartpole.yaml")
-
 
 
 def line_of(text: str) -> int:
@@ -42,7 +40,8 @@ SHAPE = (
 )
 PYTHON_IF = (
     "env 'bad_envs:PythonIf': TracerBoolConversionError at "
-    f"tests/bad_envs.py:{line_of('if state.x > 0')}: no Python if/while on traced values in step_env: use jnp.where or lax.cond"
+    f"tests/bad_envs.py:{line_of('if state.x > 0')}: no Python if/while on traced values in "
+    "step_env: use jnp.where or lax.cond"
 )
 RAISES = (
     "env 'bad_envs:RaisingFactory': its factory raised RuntimeError: map file "
@@ -282,4 +281,3 @@ def test_check_env_applies_env_kwargs(capsys):
     assert capsys.readouterr().out.startswith("ok: MemoryProbe: ")
     assert check_env.main(["MemoryProbe", "--env-kwargs", "no_such_field=3"]) == 2
     assert "no_such_field" in capsys.readouterr().err
-
