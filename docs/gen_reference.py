@@ -37,6 +37,7 @@ CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 CLI_MODULES = (
     "jaxrl.train",
     "jaxrl.evaluate",
+    "jaxrl.check_env",
     "jaxrl.tournament",
     "jaxrl.exploit",
     "jaxrl.extract",

@@ -221,7 +221,7 @@ def evaluate(
     *,
     step: int | None = None,
     seed: int = 0,
-    deterministic: bool = True,
+    actions: str = "sample",
     stage: int | None = None,
     opponent: str | None = None,
     env_params: dict | None = None,
@@ -235,7 +235,9 @@ def evaluate(
       episodes: episodes to play (vmapped).
       step: a run directory's checkpoint update (default: the latest).
       seed: the evaluation seed.
-      deterministic: take the mode of the action distribution (else sample).
+      actions: ``"sample"`` draws actions from the policy, as PPO trained it (the default: a
+        greedy policy can score far below its samples); ``"greedy"`` takes the mode of each
+        action distribution (argmax, or the Gaussian's mean).
       stage: curriculum stage to play (default: the last).
       opponent: two-team envs: the scripted opponent (``"rule"``, ``"random"``, ``"idle"``).
       env_params: EnvParams overrides, a nested mapping (``{"reward": {"touch": 0.0}}``).
@@ -258,13 +260,11 @@ def evaluate(
         setup = make_setup(run.config)
         update = _latest_update(run.state)
         return evaluate_policy(
-            setup, run.policy, update, episodes, seed, deterministic, stage, opponent,
+            setup, run.policy, update, episodes, seed, actions, stage, opponent,
             env_params, team_size,
         )  # fmt: skip
     register_run_env(run, env)
-    return evaluate_dir(
-        run, episodes, step, seed, deterministic, stage, opponent, env_params, team_size
-    )
+    return evaluate_dir(run, episodes, step, seed, actions, stage, opponent, env_params, team_size)
 
 
 def _latest_update(state: RunnerState) -> int:
@@ -311,8 +311,8 @@ def load_policy(
       run_dir: a run directory.
       step: the checkpoint's update (default: the latest).
       member: runs of several members (seeds, sweep points): which one.
-      deterministic: act with the mode of the action distribution, as evaluation does by
-        default (False: sample with ``key``).
+      deterministic: act with the mode of the action distribution (False: sample with
+        ``key``, as :func:`evaluate` does by default).
       env: the run's env if it was registered from Python (see :func:`evaluate`).
     """
     from jaxrl.play import load_policy as restore  # noqa: PLC0415

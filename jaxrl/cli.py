@@ -2,6 +2,7 @@
 
     jaxrl train --config configs/cartpole.yaml      # = python -m jaxrl.train ...
     jaxrl evaluate --run-dir runs/cartpole-...      # = python -m jaxrl.evaluate ...
+    jaxrl check-env my_pkg.envs:MyEnv               # = python -m jaxrl.check_env ...
     jaxrl --help                                    # the commands
     jaxrl evaluate --help                           # one command's flags
 
@@ -35,6 +36,9 @@ COMMANDS: Mapping[str, Command] = MappingProxyType(
     {
         "train": Command("jaxrl.train", "train a PPO agent from a YAML config, or resume a run"),
         "evaluate": Command("jaxrl.evaluate", "measure a checkpointed policy's return"),
+        "check-env": Command(
+            "jaxrl.check_env", "check an env against the contract the trainer relies on"
+        ),
         "tournament": Command(
             "jaxrl.tournament", "round-robin tournament between checkpoints, rated by Elo"
         ),

@@ -19,6 +19,7 @@ share this module:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,11 @@ from jaxrl.match import (
 from jaxrl.runner import init_params
 from jaxrl.setup import Setup, make_setup
 from jaxrl.types import RunningStats
+
+# How play outside training picks actions: sample from the policy (the default: what PPO
+# trained, and a greedy policy can score far below its samples), or take its mode.
+ACTIONS = ("sample", "greedy")
+
 
 # ----------------------------------------------------------------------------- policies
 
@@ -90,6 +96,30 @@ def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, Po
     finally:
         checkpointer.close()
     return setup, policy, step
+
+
+def greedy(actions: str) -> bool:
+    """Whether ``actions`` (one of :data:`ACTIONS`) takes the mode of the policy.
+
+    Raises:
+      ValueError: another value, in one line.
+    """
+    if actions not in ACTIONS:
+        raise ValueError(f"actions must be one of {', '.join(ACTIONS)}, got {actions!r}")
+    return actions == "greedy"
+
+
+def add_actions_flag(parser: argparse.ArgumentParser) -> None:
+    """``--actions sample|greedy`` (default sample). ``--stochastic``, the old flag, stays
+    accepted and hidden: sampling is the default now, so it changes nothing."""
+    parser.add_argument(
+        "--actions",
+        choices=ACTIONS,
+        default="sample",
+        help="sample: draw actions from the policy, as PPO trained it; greedy: take the mode "
+        "of each action distribution (argmax, or the mean)",
+    )
+    parser.add_argument("--stochastic", action="store_true", help=argparse.SUPPRESS)
 
 
 # ----------------------------------------------------------------------------- env params

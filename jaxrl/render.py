@@ -1,7 +1,8 @@
 """Render an episode of a trained policy (or of the scripted RulePolicy) to a GIF.
 
     python -m jaxrl.render --run-dir DIR --out match.gif [--step S] [--stage N] [--member M]
-        [--seconds 20] [--fps 15] [--seed 0] [--stochastic] [--env-kwargs '{blue_size: 2}']
+        [--seconds 20] [--fps 15] [--seed 0] [--actions sample|greedy]
+        [--env-kwargs '{blue_size: 2}']
     python -m jaxrl.render --rule-policy --out rule.gif [--seconds 20] [--fps 15] [--seed 0]
         [--env-kwargs '{blue_size: 2}']
 
@@ -31,8 +32,10 @@ from jaxrl.cli import HelpFormatter, prog
 from jaxrl.config import Config, ConfigError, EnvConfig
 from jaxrl.match import MatchCarry
 from jaxrl.play import (
+    add_actions_flag,
     eval_layout,
     eval_spec,
+    greedy,
     load_policy,
     play_params,
     play_plan,
@@ -106,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the clip")
     parser.add_argument("--fps", type=int, default=15, help="GIF frames per second")
     parser.add_argument("--seed", type=int, default=0, help="episode seed")
-    parser.add_argument("--stochastic", action="store_true", help="sample policy actions")
+    add_actions_flag(parser)
     parser.add_argument(
         "--member", type=int, default=0, help="runs with several seeds: the member index"
     )
@@ -141,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             num_steps = max(1, round(args.seconds / render.STEP_DT))
             env_params = play_params(setup, args.stage, overrides, overrides_flag="--env-kwargs")
             play = jax.jit(policy_states, static_argnums=(0, 4, 5))
-            states = play(setup, policy, env_params, key, num_steps, not args.stochastic)
+            states = play(setup, policy, env_params, key, num_steps, greedy(args.actions))
         frames = render.render_frames(jax.device_get(states), env_params)
         render.save_gif(frames, Path(args.out), fps=args.fps)
     except (ConfigError, ValueError, yaml.YAMLError) as err:  # bad input: exit 2

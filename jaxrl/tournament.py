@@ -2,14 +2,15 @@
 
     python -m jaxrl.tournament --run-dir DIR [--run-dir DIR2 ...]
         [--players latest,all,UPDATE,...,rule,random] [--team-sizes 1,2,3] [--games N]
-        [--seed S] [--stochastic] [--json FILE] [--plot FILE.png]
+        [--seed S] [--actions sample|greedy] [--json FILE] [--plot FILE.png]
 
 Players: ``latest`` (each run's newest checkpoint), ``all`` (every checkpoint of each run),
 an update step ``UPDATE`` (that checkpoint of each run holding it), and the env's scripted
 policies (``rule``, ``random``, ``idle``). Every pair of players plays ``--games`` matches
 per team size, half with each player on team 0, all pairs of a batch vmapped in one
 compiled function that plays through the shared match step (:mod:`jaxrl.match`). Network
-players act with the mode of their policy (``--stochastic`` samples).
+players sample their actions from their policy, as they trained and as the league's in-graph
+games play (``--actions greedy``: the mode of each policy).
 
 Ratings are a maximum-likelihood Elo fit (Bradley-Terry, a draw is half a win) per team
 size, anchored at ``rule`` = 1500, with 95% bootstrap intervals (:mod:`jaxrl.elo`).
@@ -43,7 +44,14 @@ from jaxrl.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.elo import bootstrap_elo, fit_elo
 from jaxrl.match import NETWORK, MatchPlan, MatchRecord
-from jaxrl.play import eval_layout, eval_spec, play_first_episodes, policy_like
+from jaxrl.play import (
+    add_actions_flag,
+    eval_layout,
+    eval_spec,
+    greedy,
+    play_first_episodes,
+    policy_like,
+)
 from jaxrl.setup import Setup, make_setup
 
 ANCHOR = "rule"
@@ -525,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--team-sizes", default="1,2,3", help="comma-separated team sizes")
     parser.add_argument("--games", type=int, default=64, help="matches per pair and team size")
     parser.add_argument("--seed", type=int, default=0, help="tournament seed")
-    parser.add_argument("--stochastic", action="store_true", help="sample network actions")
+    add_actions_flag(parser)
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples")
     parser.add_argument("--json", help="write the ratings as JSON to FILE")
     parser.add_argument("--plot", help="draw Elo against training steps to FILE.png")
@@ -558,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
             sizes,
             args.games,
             args.seed,
-            not args.stochastic,
+            greedy(args.actions),
             cache_path,
             log=lambda line: print(line, file=sys.stderr, flush=True),
         )

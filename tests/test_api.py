@@ -78,8 +78,8 @@ def test_run_dir_records_the_import_path_and_evaluates(corridor_run):
 
 
 def test_load_policy_act_is_jittable_and_plays_as_evaluate(corridor_run, corridor):
-    """A hand-written rollout with ``act`` (deterministic, like evaluate) gets evaluate's return
-    on the deterministic Corridor: the same params, the same actions."""
+    """A hand-written rollout with ``act`` (deterministic, like evaluate's greedy actions) gets
+    evaluate's return on the deterministic Corridor: the same params, the same actions."""
     run_dir, _ = corridor_run
     policy = jaxrl.load_policy(run_dir)
     assert policy.checkpoint_step == UPDATES and not policy.recurrent
@@ -105,7 +105,7 @@ def test_load_policy_act_is_jittable_and_plays_as_evaluate(corridor_run, corrido
 
     mine = float(episode_return(policy.params, jax.random.key(0)))
     again = float(episode_return(policy.params, jax.random.key(1)))  # no retrace
-    evaluated = jaxrl.evaluate(run_dir, episodes=2)
+    evaluated = jaxrl.evaluate(run_dir, episodes=2, actions="greedy")
     assert mine == again == pytest.approx(evaluated.mean_return)
     assert evaluated.std_return == 0.0
 

@@ -6,7 +6,9 @@ import dataclasses
 import re
 from pathlib import Path
 
+import gymnax
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import struct
@@ -410,8 +412,26 @@ class _OuterParams(struct.PyTreeNode):
     inner: _Inner = struct.field(default_factory=_Inner)
 
 
-class _StaticFieldEnv:
+class _StaticFieldEnv(gymnax.environments.environment.Environment):
+    """The smallest env on :class:`_OuterParams` that passes the env check (envs.check)."""
+
     default_params = _OuterParams()
+
+    def reset_env(self, key, params):
+        return jnp.zeros((1,), jnp.float32), gymnax.environments.environment.EnvState(time=0)
+
+    def step_env(self, key, state, action, params):
+        obs, state = self.reset_env(key, params)
+        return obs, state, jnp.float32(0.0), jnp.bool_(False), {}
+
+    def is_truncated(self, state, params):
+        return jnp.bool_(False)  # no max_steps_in_episode in these params
+
+    def observation_space(self, params):
+        return gymnax.environments.spaces.Box(0.0, 1.0, (1,), jnp.float32)
+
+    def action_space(self, params):
+        return gymnax.environments.spaces.Discrete(2)
 
 
 def test_static_nested_field_is_settable_but_not_staged(monkeypatch):

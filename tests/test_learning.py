@@ -24,5 +24,5 @@ def test_cartpole_learns_in_300k_steps(tmp_path):
     first, last = returns[0], np.nanmean(returns[-2:])
     assert first < 100, returns
     assert last > 10 * RANDOM_POLICY_RETURN, returns
-    greedy = evaluate(result.run_dir, episodes=8)
+    greedy = evaluate(result.run_dir, episodes=8, actions="greedy")
     assert greedy.mean_return > 10 * RANDOM_POLICY_RETURN, greedy

@@ -47,8 +47,14 @@ class BuiltEnv:
 
 
 def build_env(config: Config) -> BuiltEnv:
-    """Build ``config.env`` once: the name must be registered and ``env.kwargs`` must fit."""
+    """Build ``config.env`` once: the name must be registered, ``env.kwargs`` must fit and the
+    env must keep the contract (:func:`envs.check.check_once`: abstract, no compile).
+
+    Raises:
+      ConfigError: one line naming the env and what to change.
+    """
     import envs  # noqa: PLC0415 - keep config importable without building envs
+    from envs import check  # noqa: PLC0415
 
     env = config.env
     if env.backend != "jax":  # a host env: spaces read from one instance (jaxrl.hostenv)
@@ -63,18 +69,22 @@ def build_env(config: Config) -> BuiltEnv:
            "an env registered from Python, register it again or pass env= to the Python API)"),
     )  # fmt: skip
     try:
-        base_env, default_params = envs.make(
+        base_env, default_params = check.make(
             env.name, source=env.source, make_kwargs=env.make_kwargs
         )
         if env.source and not envs.is_known(env.name):  # the recorded factory, for every
             envs.register(env.name, envs.resolve(env.name, env.source))  # later envs.make
-    except ValueError as err:
+    except ValueError as err:  # check.EnvCheckError too: a factory that raised, in one line
         raise ConfigError(f"env.name: {err}") from None
     check_env_overrides("env.kwargs", env.kwargs, default_params, staged=False)
     try:
         params = envs.override_params(default_params, env.kwargs)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"env.kwargs: {env.name}: {err}") from None
+    try:  # the env contract, traced abstractly once per env in this process (envs.check)
+        check.check_once(env.name, base_env, params)
+    except check.EnvCheckError as err:
+        raise ConfigError(f"env.name: {err}") from None
     return BuiltEnv(env=base_env, params=params)
 
 

@@ -359,7 +359,7 @@ def evaluate_host(
         returns=tuple(returns),
         step=int(step),
         episodes=episodes,
-        deterministic=deterministic,
+        actions="greedy" if deterministic else "sample",
     )
 
 

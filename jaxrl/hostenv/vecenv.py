@@ -8,6 +8,8 @@ comes back apart (``final_obs``), as in the gymnax contract of the JAX path.
 
 from __future__ import annotations
 
+import importlib.util
+import re
 import warnings
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -63,6 +65,8 @@ class GymnasiumVec:
                 vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP},
                 **kwargs,
             )
+        except gymnasium.error.NamespaceNotFound as err:
+            raise ConfigError(unregistered_namespace(name, err)) from None
         except gymnasium.error.Error as err:
             raise ConfigError(f"env.name: gymnasium cannot make {name!r}: {err}") from None
         except TypeError as err:
@@ -171,7 +175,44 @@ def make_vec(
     builders = {"gymnasium": GymnasiumVec, "envpool": EnvPoolVec}
     try:
         return builders[backend](name, num_envs, seed, dict(kwargs))
-    except ImportError:
-        raise ConfigError(
-            f"env.backend={backend} needs the {backend} package: pip install -e '.[{backend}]'"
-        ) from None
+    except ImportError as err:
+        raise ConfigError(missing_module(backend, name, err)) from None
+
+
+# What installs a module that a gymnasium env imports (gymnasium's extras, the ALE).
+INSTALLS = {
+    "Box2D": "gymnasium[box2d]",
+    "ale_py": "ale-py",
+    "mujoco": "gymnasium[mujoco]",
+    "pygame": "gymnasium[classic-control]",
+    "cv2": "opencv-python",
+}
+
+
+def unregistered_namespace(name: str, err: Exception) -> str:
+    """The one line for a gymnasium id whose namespace is not registered (``ALE/Pong-v5``):
+    gymnasium 1.x registers the ALE's ids only once ``ale_py`` is imported."""
+    if not name.startswith("ALE/"):
+        return f"env.name: gymnasium cannot make {name!r}: {err}"
+    if importlib.util.find_spec("ale_py") is None:
+        return (
+            f"env.name: gymnasium env {name!r} needs the module 'ale_py', which is not "
+            "installed: pip install 'ale-py'"
+        )
+    return f"env.name: gymnasium registers {name!r} once ale_py is imported: env.name=ale_py:{name}"
+
+
+def missing_module(backend: str, name: str, err: ImportError) -> str:
+    """The one line for an ImportError while making ``name``: the backend itself is missing,
+    or a module the env needs (named, with what installs it), e.g. ``ale_py``, ``Box2D``."""
+    if importlib.util.find_spec(backend) is None:
+        return f"env.backend={backend} needs the {backend} package: pip install -e '.[{backend}]'"
+    found = re.search(r"No module named '([^']+)'", str(err))
+    module = err.name or (found.group(1) if found else "")
+    if not module:
+        return f"env.name: {backend} cannot make {name!r}: {type(err).__name__}: {err}"
+    package = INSTALLS.get(module.split(".")[0], module.split(".")[0])
+    return (
+        f"env.name: {backend} env {name!r} needs the module {module!r}, which is not "
+        f"installed: pip install '{package}'"
+    )
