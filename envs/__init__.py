@@ -319,7 +319,7 @@ def _call_factory(name: str, factory: Callable[..., Any], make_kwargs: dict[str,
         ) from None
 
 
-# (name, env class) -> whether its's step returned gymnax < 1.0's five values (traced once per name).
+# (name, env class) -> whether its step returns gymnax < 1.0's five values (traced once).
 _LEGACY_STEP: dict[tuple[str, type], bool] = {}
 
 

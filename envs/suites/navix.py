@@ -50,6 +50,9 @@ class Navix(environment.Environment):
         super().__init__()
         self.env_id = env_id
         self.inner = inner  # navix.Environment
+        # Converted here, outside any trace: Navix's sizes are jax arrays (n = maximum + 1).
+        self._action_space = to_gymnax_space(inner.action_space)
+        self._observation_space = float32_box(to_gymnax_space(inner.observation_space))
 
     @property
     def name(self) -> str:
@@ -81,11 +84,11 @@ class Navix(environment.Environment):
 
     def action_space(self, params: Any = None) -> Any:
         """gymnax ``Discrete(7)``."""
-        return to_gymnax_space(self.inner.action_space)
+        return self._action_space
 
     def observation_space(self, params: Any) -> Any:
         """gymnax float32 ``Box`` of the observation function's shape."""
-        return float32_box(to_gymnax_space(self.inner.observation_space))
+        return self._observation_space
 
     @property
     def num_actions(self) -> int:
