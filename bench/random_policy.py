@@ -1,80 +1,127 @@
-"""The return of a uniform random policy: the baseline a trained policy is compared with.
+"""Return of a uniform-random policy: the baseline a trained policy is compared with.
 
-``python -m bench.random_policy --env jumanji:Snake-v1 --episodes 64 --max-steps 4000`` plays the
-first episode of each of ``--episodes`` vmapped envs with uniform random actions (one per agent
-slot; no action mask) and prints the mean and std of the episode returns, each the mean over the
-env's agent slots: the statistic ``python -m jaxrl.evaluate`` reports for a trained policy.
+    python -m bench.random_policy --run-dir runs/craftax [--episodes 16] [--seed 0] [--json]
+    python -m bench.random_policy --env jumanji:Snake-v1 [--make-kwargs JSON] [--episodes 64]
+
+Plays the first episode of each of ``episodes`` vmapped envs (a run's ``env.name``,
+``env.make_kwargs`` and ``env.kwargs``, as ``jaxrl.evaluate`` builds them, or ``--env``) with
+actions drawn uniformly, one per agent slot: among the legal actions where the env declares an
+action mask (:class:`envs.protocols.ActionMaskEnv`), from the whole action space otherwise.
+Prints the mean and standard deviation of the episode returns, each the mean over the env's
+agent slots (the statistic ``python -m jaxrl.evaluate`` reports). Two-team envs are not
+covered (their baseline is the league's scripted opponent).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+import yaml
+from flax import struct
 
 import envs
 from envs import EpisodeStatistics, protocols
+from envs.wrappers import legal_actions
 
 
-def first_episode_returns(
-    name: str, episodes: int, max_steps: int, seed: int = 0, make_kwargs: dict | None = None
-) -> np.ndarray:
-    """float64 ``[episodes]``: each env's first episode return (mean over agent slots) under
-    uniform random actions; an episode unfinished after ``max_steps`` steps counts as NaN."""
-    env, params = envs.make(name, make_kwargs=make_kwargs)
-    env = EpisodeStatistics(env)
+class RandomCarry(struct.PyTreeNode):
+    """The random episodes' loop carry; every field but ``key`` is ``[E]`` (one per episode)."""
+
+    key: jax.Array  # () the loop's key
+    state: Any  # [E] env states
+    episode_return: jax.Array  # [E] float32, the first episode's return (mean over slots)
+    done: jax.Array  # [E] bool, the first episode has ended
+
+
+def random_action(env: Any, params: Any, state: Any, key: jax.Array) -> jax.Array:
+    """One uniform action per agent slot of one env: ``[*action]``, or ``[A, *action]``; legal
+    where the env declares a mask (uniform over the legal actions of each slot)."""
     slots = protocols.num_agents(env)
+    mask = legal_actions(env, state, params)
+    if mask is not None:
+        logits = jnp.where(mask, 0.0, -jnp.inf)  # [n] or [A, n]
+        return jax.random.categorical(key, logits).astype(jnp.int32)
     space = env.action_space(params)
+    if slots > 1:
+        return jax.vmap(space.sample)(jax.random.split(key, slots))
+    return space.sample(key)
 
-    def sample(key):  # one action per agent slot
-        return (
-            jax.vmap(space.sample)(jax.random.split(key, slots)) if slots > 1 else space.sample(key)
+
+def random_returns(env: Any, params: Any, episodes: int, seed: int) -> jax.Array:
+    """float32 ``[episodes]`` returns of uniform-random first episodes (one jitted loop)."""
+    env = EpisodeStatistics(env)
+
+    def step(carry: RandomCarry) -> RandomCarry:
+        key, key_act, key_step = jax.random.split(carry.key, 3)
+        act = jax.vmap(random_action, (None, None, 0, 0))
+        actions = act(env, params, carry.state, jax.random.split(key_act, episodes))
+        keys = jax.random.split(key_step, episodes)
+        _, state, _, _, _, info = jax.vmap(env.step, (0, 0, 0, None))(
+            keys, carry.state, actions, params
         )
+        ended = info["episode_done"] & ~carry.done
+        returns = info["episode_return"].reshape(episodes, -1).mean(-1)
+        episode_return = jnp.where(ended, returns, carry.episode_return)
+        done = carry.done | info["episode_done"]
+        return RandomCarry(key=key, state=state, episode_return=episode_return, done=done)
 
-    def one_env(key):
-        key_reset, key_run = jax.random.split(key)
-        _, state = env.reset(key_reset, params)
-
-        def body(carry, key_t):
-            state, done, ret = carry
-            key_act, key_step = jax.random.split(key_t)
-            _, state, _, _, _, info = env.step(key_step, state, sample(key_act), params)
-            ended = info["episode_done"] & ~done
-            ret = jnp.where(ended, jnp.mean(info["episode_return"]), ret)
-            return (state, done | info["episode_done"], ret), None
-
-        init = (state, jnp.zeros((), bool), jnp.full((), jnp.nan, jnp.float32))
-        (_, _, ret), _ = jax.lax.scan(body, init, jax.random.split(key_run, max_steps))
-        return ret
-
-    keys = jax.random.split(jax.random.key(seed), episodes)
-    return np.asarray(jax.jit(jax.vmap(one_env))(keys), np.float64)
+    key, key_reset = jax.random.split(jax.random.key(seed))
+    _, state = jax.vmap(env.reset, (0, None))(jax.random.split(key_reset, episodes), params)
+    zeros = jnp.zeros(episodes, jnp.float32)
+    init = RandomCarry(key=key, state=state, episode_return=zeros, done=zeros > 0)
+    run = jax.jit(lambda c: jax.lax.while_loop(lambda c: ~c.done.all(), step, c))
+    return run(init).episode_return
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Command line: print ``{"env", "episodes", "mean_return", "std_return", "unfinished"}``."""
-    parser = argparse.ArgumentParser(prog="python -m bench.random_policy", description=__doc__)
-    parser.add_argument("--env", required=True, help="env name, e.g. jumanji:Snake-v1")
-    parser.add_argument("--episodes", type=int, default=64, help="vmapped envs, one episode each")
-    parser.add_argument("--max-steps", type=int, default=1000, help="steps played per env")
-    parser.add_argument("--seed", type=int, default=0, help="PRNG seed")
-    args = parser.parse_args(argv)
-    returns = first_episode_returns(args.env, args.episodes, args.max_steps, args.seed)
-    done = returns[~np.isnan(returns)]
-    print(
-        json.dumps(
-            {
-                "env": args.env,
-                "episodes": int(done.size),
-                "mean_return": float(done.mean()) if done.size else None,
-                "std_return": float(done.std()) if done.size else None,
-                "unfinished": int(np.isnan(returns).sum()),
-            }
-        )
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m bench.random_policy``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.random_policy", description=__doc__.splitlines()[0]
     )
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--run-dir", help="a run directory of jaxrl.train (its env and params)")
+    where.add_argument("--env", help="an env name, e.g. jumanji:Snake-v1 (default params)")
+    parser.add_argument("--make-kwargs", default="{}", help="with --env: the factory's arguments (JSON)")
+    parser.add_argument("--episodes", type=int, default=16, help="episodes (vmapped)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    return parser
+
+
+def make_env(args: argparse.Namespace) -> tuple[str, Any, Any]:
+    """``(name, env, params)`` of the run directory's config, or of ``--env``."""
+    if args.env:
+        return (args.env, *envs.make(args.env, make_kwargs=json.loads(args.make_kwargs)))
+    config = yaml.safe_load((Path(args.run_dir) / "config.yaml").read_text())["env"]
+    env, params = envs.make(
+        config["name"], source=config.get("source", ""),
+        make_kwargs=config.get("make_kwargs") or {}, **(config.get("kwargs") or {}),
+    )  # fmt: skip
+    return config["name"], env, params
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Parse arguments, play the random episodes and print the result."""
+    args = build_parser().parse_args(argv)
+    name, env, params = make_env(args)
+    returns = random_returns(env, params, args.episodes, args.seed)
+    result = {
+        "env": name,
+        "episodes": args.episodes,
+        "legal_only": protocols.action_masked(env) is not None,
+        "mean_return": float(returns.mean()),
+        "std_return": float(returns.std()),
+    }
+    legal = " (legal actions only)" if result["legal_only"] else ""
+    print(json.dumps(result) if args.json else
+          f"random policy on {name}{legal}: {result['mean_return']:.3f} "
+          f"+- {result['std_return']:.3f} over {args.episodes} episodes")  # fmt: skip
+    return result
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from envs import protocols, suites
 from envs.domains import Interval, declare_domains
 from envs.params import nest_dotted, override_params
 from envs.probes import MemoryProbe
+from envs.suites import legacy
 from envs.wrappers import (
     ActionRepeat,
     EpisodeStatistics,
@@ -286,14 +287,9 @@ def make(
         does not fit the params.
     """
     factory = resolve(name, source)
-    try:
-        env = factory(**(make_kwargs or {}))
-    except TypeError as err:  # a constructor's arguments that do not fit
-        given = ", ".join(sorted(make_kwargs or {})) or "none"
-        raise ValueError(
-            f"env {name!r}: its factory does not take the arguments given (env.make_kwargs: "
-            f"{given}): {err}"
-        ) from None
+    env = _call_factory(name, factory, make_kwargs or {})
+    if not (name in _BUILTIN or name in gymnax.registered_envs or suites.split(name)):
+        env = _adapt_step(name, env)  # a user's env: gymnax < 1.0 (five values) is wrapped
     found = name in _OWN_ENVS or name in gymnax.registered_envs  # else imported just now
     if not found and not isinstance(env, protocols.Env):
         raise ValueError(
@@ -305,6 +301,40 @@ def make(
         return env, override_params(params, overrides)
     except ValueError as err:
         raise ValueError(f"{name}: {err}") from None
+
+
+def _call_factory(name: str, factory: Callable[..., Any], make_kwargs: dict[str, Any]) -> Any:
+    """``factory(**make_kwargs)``; a TypeError (arguments that do not fit) as one line."""
+    try:
+        return factory(**make_kwargs)
+    except TypeError as err:  # a constructor's arguments that do not fit
+        if not make_kwargs:
+            raise ValueError(
+                f"env {name!r}: its factory needs arguments, none were given (set them in "
+                f"env.make_kwargs): {err}"
+            ) from None
+        raise ValueError(
+            f"env {name!r}: its factory does not take the arguments given (env.make_kwargs: "
+            f"{', '.join(sorted(make_kwargs))}): {err}"
+        ) from None
+
+
+# (name, env class) -> whether its step returns gymnax < 1.0's five values (traced once).
+_LEGACY_STEP: dict[tuple[str, type], bool] = {}
+
+
+def _adapt_step(name: str, env: Any) -> Any:
+    """``env``, or :class:`envs.suites.legacy.LegacyStep` if its step returns five values.
+
+    The step's arity is traced once per name (``jax.eval_shape``: no compute). An object that
+    is not an env is left to :func:`make`'s own check.
+    """
+    if not isinstance(env, protocols.Env):
+        return env
+    key = (name, type(env))
+    if key not in _LEGACY_STEP:
+        _LEGACY_STEP[key] = legacy.adapt(env, name) is not env
+    return legacy.LegacyStep(env) if _LEGACY_STEP[key] else env
 
 
 def is_discrete(env: Any, params: Any) -> bool:

@@ -32,6 +32,7 @@ class Suite:
     extra: str  # pip install 'jaxrl[<extra>]'
     adapter: str  # our adapter module
     note: str = ""  # a known conflict with our pins, said once when the suite is imported
+    refused: bool = False  # it cannot be installed beside jaxrl (the note says why): no env
 
     @property
     def pip(self) -> str:
@@ -50,7 +51,23 @@ SUITES: dict[str, Suite] = {
         Suite("playground", "mujoco_playground", "playground", "envs.suites.playground"),
         Suite("brax", "brax", "brax", "envs.suites.brax"),
         Suite("xminigrid", "xminigrid", "xminigrid", "envs.suites.xminigrid"),
-        Suite("popgym_arcade", "popgym_arcade", "popgym-arcade", "envs.suites.popgym_arcade"),
+        Suite(
+            "popgym_arcade",
+            "popgym_arcade",
+            "popgym-arcade",
+            "envs.suites.popgym_arcade",
+            note="its dependency stable-gymnax installs its own gymnax/ package over gymnax 1.x "
+            "(a five-value step), which breaks jaxrl's envs",
+            refused=True,
+        ),
+        Suite(
+            "kinetix",
+            "kinetix",
+            "kinetix",
+            "envs.suites.kinetix",
+            note="kinetix-env pins jax<=0.9.0, jaxrl needs jax 0.10",
+            refused=True,
+        ),
     )
 }
 
@@ -67,9 +84,11 @@ def adapter(suite: Suite) -> Any:
     """The suite's adapter module (imports the suite's package).
 
     Raises:
-      ValueError: one line: the package is not installed (with the pip command), or it fails
-        to import.
+      ValueError: one line: the suite cannot be installed beside jaxrl (its note), its package
+        is not installed (with the pip command), or it fails to import.
     """
+    if suite.refused:
+        raise ValueError(f"the {suite.prefix} suite cannot be used with jaxrl: {suite.note}")
     if importlib.util.find_spec(suite.package) is None:
         raise ValueError(
             f"the {suite.prefix} suite needs its package, which is not installed: {suite.pip}"
