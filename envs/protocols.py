@@ -117,6 +117,19 @@ class TwoTeamEnv(MultiAgentEnv, Protocol):
 
 
 @runtime_checkable
+class ScriptedOpponentParams(Protocol):
+    """``EnvParams`` that name the scripted policy of the opponent team (optional).
+
+    A two-team env whose params have these fields lets a config or a curriculum stage pick
+    the opponent (``env.kwargs.opponent_kind``); without them, a match whose opponent comes
+    "from the params" plays the env's ``"rule"`` kind (else its first) at full skill.
+    """
+
+    opponent_kind: Any  # () int32, one of the env's scripted_kinds
+    opponent_skill: Any  # () float32 in [0, 1], how well the scripted opponent plays
+
+
+@runtime_checkable
 class VariableTeamSize(TwoTeamEnv, Protocol):
     """A two-team env whose params set how many slots of each team play."""
 
