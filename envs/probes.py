@@ -12,9 +12,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import types
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -319,6 +319,32 @@ def two_team(env: Any) -> TwoTeamEnv | None:
     return inner if isinstance(inner, TwoTeamEnv) and int(inner.num_teams) == 2 else None
 
 
+LEAGUE_ANCHOR = "rule"  # the scripted kind the league plays as its RulePolicy and rates at 1500
+
+
+def league_problem(env: Any) -> str | None:
+    """What keeps the self-play league from running the (wrapped) ``env``, or None.
+
+    The league needs a :class:`TwoTeamEnv` whose ``scripted_kinds`` include
+    :data:`LEAGUE_ANCHOR` (its RulePolicy group, the Elo anchor of its rating and of the
+    tournaments). Optional: :class:`ScriptedOpponentParams` (else the anchor plays where the
+    params would name the opponent), ``info["agent_mask"]`` (else every slot plays),
+    :class:`VariableTeamSize` (else tournaments take only the env's own team size). Its
+    ``info["episode_outcome"]`` must report win/draw/loss per slot; the built run checks that
+    (it needs a traced step).
+    """
+    teams = two_team(env)
+    if teams is None:
+        return "is not a two-team env (self-play needs num_teams = 2)"
+    if LEAGUE_ANCHOR not in teams.scripted_kinds:
+        kinds = ", ".join(teams.scripted_kinds) or "none"
+        return (
+            f"has no scripted kind {LEAGUE_ANCHOR!r} (the league's RulePolicy and Elo anchor; "
+            f"scripted_kinds: {kinds})"
+        )
+    return None
+
+
 def variable_team_size(env: Any) -> VariableTeamSize | None:
     """The (innermost) env if it is a :class:`VariableTeamSize`, else None."""
     inner = two_team(env)

@@ -61,11 +61,9 @@ def act(
     """Choose actions for one step of raw observations ``obs [B, ...]``.
 
     Args:
-      spec: the network.
-      policy: params and normaliser.
-      hidden: the rows' recurrent carry (reset where ``is_first``).
-      obs: raw observations.
-      is_first: [B] bool, the row starts an episode.
+      spec, policy: the network; its params and normaliser.
+      hidden: the rows' recurrent carry (reset where ``is_first`` [B] bool).
+      obs, is_first: raw observations; the row starts an episode.
       key: samples the actions.
       deterministic: take the mode instead of sampling: a Python bool for all rows, or a
         [B] bool array per row (evaluation rows next to training rows).
@@ -73,8 +71,7 @@ def act(
         rows, and the sampling noise is drawn for all of them and sliced, so every row gets
         the number it would get on one device.
       devices: devices along ``axis``.
-      legal: bool ``[B, num_actions]`` the rows' legal actions (an
-        :class:`envs.protocols.ActionMaskEnv`): illegal ones are never chosen; None: all legal.
+      legal: bool ``[B, num_actions]`` legal actions (an ActionMaskEnv's), or None (all).
     """
     obs_norm = normalize(policy.obs_stats, obs, spec.normalize_obs)
     hidden, policy_out, value = spec.network.apply(

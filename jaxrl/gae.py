@@ -97,20 +97,13 @@ def turn_gae(
 
     A move whose stretch runs past the rollout while the row does not move at its end has no
     known successor: its ``known`` is False (no loss weight) and the trace of the moves
-    before it stops there. Steps where the row does not move get advantage 0, target
-    ``V_t`` and ``known`` False. With every ``turn`` True this is :func:`gae` exactly.
+    before it stops there. Off-turn steps: advantage 0, target ``V_t``, ``known`` False.
+    With every ``turn`` True this is :func:`gae` exactly.
 
-    Args:
-      rewards: ``[T, B]`` float32, the row's reward at every step (whoever moved).
-      values: ``[T, B]`` float32, ``V(obs_t)``.
-      final_values: ``[T, B]`` float32, ``V(final_obs_t)`` where truncated, else 0.
-      last_value: ``[B]`` float32, ``V(obs_T)``.
-      turn: ``[T, B]`` bool, the row moved at step ``t``.
-      last_turn: ``[B]`` bool, the row moves at step ``T``.
-      terminated: ``[T, B]`` bool.
-      truncated: ``[T, B]`` bool.
-      gamma: discount per move.
-      gae_lambda: trace decay per move.
+    ``rewards``, ``values``, ``final_values`` (``V(final_obs_t)`` where truncated, else 0):
+    ``[T, B]`` float32; ``last_value`` ``[B]`` float32 ``V(obs_T)``; ``turn`` ``[T, B]``
+    bool, the row moved at step ``t``; ``last_turn`` ``[B]`` bool, the row moves at step
+    ``T``; ``terminated``, ``truncated`` ``[T, B]`` bool; ``gamma``, ``gae_lambda`` per move.
 
     Returns:
       ``(advantages [T, B], returns [T, B], known [T, B] bool)``.
@@ -124,9 +117,7 @@ def turn_gae(
         reward, value, final_value, moved, term, trunc = inputs
         done = jnp.logical_or(term, trunc)
         ended = (zeros, gamma * jnp.where(trunc, final_value, 0.0), zeros, jnp.ones_like(done))
-        after, boot, trace, known = jax.tree.map(
-            lambda e, c: jnp.where(done, e, c), ended, carry
-        )
+        after, boot, trace, known = jax.tree.map(lambda e, c: jnp.where(done, e, c), ended, carry)
         stretch = reward + after
         advantage = stretch + boot - value + trace
         moved_carry = (zeros, gamma * value, gamma * gae_lambda * jnp.where(known, advantage, 0.0))

@@ -34,8 +34,10 @@ LEGAL = np.asarray([[True, False, True, True], [False, True, False, True]])
 def _masked_log_softmax(logits, legal):
     """numpy: log pi over the legal actions, -inf elsewhere."""
     z = np.where(legal, logits, -np.inf)
-    return z - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True)) - z.max(
-        -1, keepdims=True
+    return (
+        z
+        - np.log(np.exp(z - z.max(-1, keepdims=True)).sum(-1, keepdims=True))
+        - z.max(-1, keepdims=True)
     )
 
 

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.probes import NIM_RANDOM, NIM_RULE, Nim
+from envs.probes import NIM_RANDOM, NIM_RULE, MaskedBandit, Nim
 from jaxrl.acting import PolicyParams
 from jaxrl.config import config_from_dict
 from jaxrl.gae import bootstrap_values, gae, turn_gae
@@ -42,8 +42,12 @@ def _columns():
         [[0.1, 0.2, 0.0, -1.0, 0.3, 0.0], [1.0, 0, 0, 0.5, 0, 0], [1.0, 0, 0, 0.5, 0, 0], [0.0] * 6]
     ).T
     value = np.asarray(
-        [[0.5, x, 0.4, x, 0.2, x], [x, 0.3, x, 0.1, x, 0.2], [x, 0.3, x, 0.1, x, 0.2],
-         [0.1, x, 0.2, x, 0.3, x]]
+        [
+            [0.5, x, 0.4, x, 0.2, x],
+            [x, 0.3, x, 0.1, x, 0.2],
+            [x, 0.3, x, 0.1, x, 0.2],
+            [0.1, x, 0.2, x, 0.3, x],
+        ]
     ).T
     terminated = np.zeros((6, 4), bool)
     terminated[3, 0] = True  # row 0's game ends on the opponent's move
@@ -100,8 +104,13 @@ def test_turn_gae_with_every_move_is_gae():
     terminated, truncated = ends == 0, ends == 1
     final = jnp.where(truncated, final, 0.0)
     expected, _ = gae(
-        reward, value, bootstrap_values(value, last_value, final, truncated), terminated,
-        truncated, GAMMA, LAMBDA,
+        reward,
+        value,
+        bootstrap_values(value, last_value, final, truncated),
+        terminated,
+        truncated,
+        GAMMA,
+        LAMBDA,
     )
     every = jnp.ones(shape, bool)
     got, _, known = turn_gae(
@@ -298,7 +307,25 @@ def test_tournament_between_two_checkpoints(tmp_path, capsys):
     play = make_play_batch(setup, 8, deterministic=False)
     keys = pair_key(0, players[0], players[1], 1)[None]
     wdl = np.asarray(
-        play(policies, jnp.asarray([NETWORK] * 2), jnp.asarray([0]), jnp.asarray([1]),
-             setup.env_params, keys)
+        play(
+            policies,
+            jnp.asarray([NETWORK] * 2),
+            jnp.asarray([0]),
+            jnp.asarray([1]),
+            setup.env_params,
+            keys,
+        )
     )[0]
     assert wdl.sum() == 8 and wdl[1] == 0
+
+
+class _NoRuleNim(Nim):
+    scripted_kinds = {"random": NIM_RANDOM}  # noqa: RUF012 - a class constant
+
+
+def test_league_requirements_of_a_two_player_env():
+    from envs.protocols import league_problem  # noqa: PLC0415
+
+    assert league_problem(Nim()) is None
+    assert "has no scripted kind 'rule'" in league_problem(_NoRuleNim())
+    assert "not a two-team env" in league_problem(MaskedBandit())
