@@ -1,7 +1,20 @@
-"""Probe environments: tiny tasks with a known answer that test one ability each."""
+"""Probe environments: tiny tasks with a known answer that test one ability each.
+
+- :class:`MemoryProbe`: recall a cue after a delay (a recurrent core).
+- :class:`PixelProbe`: which half of a small image a bright pixel is in (a CNN on the JAX path).
+- :class:`DictProbe`: an image leaf and a flag leaf of a structured observation, both needed.
+- :class:`MaskedBandit`: an :class:`envs.protocols.ActionMaskEnv` whose illegal action pays
+  more than any legal one: a learner that ignored the mask would learn to cheat.
+- :class:`Nim`: a two-player turn-based game with legal moves (a
+  :class:`envs.protocols.TwoTeamEnv`, :class:`~envs.protocols.TurnBasedEnv` and
+  :class:`~envs.protocols.ActionMaskEnv`), small enough for a league test.
+- :class:`CoopNim`: the same rules, both slots driven by one learner (a single-team
+  turn-based env).
+"""
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
 import jax
@@ -205,3 +218,202 @@ class DictProbe(PixelProbe):
 
     def observation_space(self, params) -> spaces.Box:
         return spaces.Box(0.0, 1.0, (self.size * self.size + 2,), jnp.float32)
+
+
+@struct.dataclass
+class MaskedBanditState(environment.EnvState):
+    """Per-instance state."""
+
+    context: jax.Array  # () int32 in {0, 1}, drawn at reset
+    time: jax.Array  # () int32, steps taken in the episode
+
+
+class MaskedBandit(environment.Environment[MaskedBanditState, environment.EnvParams]):
+    """One-step episodes with 4 actions, some of them illegal.
+
+    - Observation: float32 ``[2]``, ``one_hot(context)``; context 0 or 1, drawn at reset.
+    - Legal actions (:meth:`action_mask`): context 0: ``{0, 1, 2}``; context 1: ``{1, 2, 3}``.
+    - Reward: 1 for action 3 in context 1 (the only rewarding legal move), 0 for the other
+      legal actions, and 2 for an illegal action: a learner blind to the mask would learn to
+      play 3 in context 0 and 0 in context 1. ``info["reward_terms"]["illegal"]`` is 1 where
+      the action was illegal (``rollout/reward/illegal`` in training logs).
+    - Every step terminates. The best legal return is 0.5 per episode.
+    """
+
+    num_actions = 4
+
+    @property
+    def default_params(self) -> environment.EnvParams:
+        return environment.EnvParams(max_steps_in_episode=10)  # never reached
+
+    def action_mask(self, state: MaskedBanditState, params) -> jax.Array:
+        """bool ``[4]``: see the class docstring."""
+        del params
+        legal = jnp.asarray([[True, True, True, False], [False, True, True, True]])
+        return legal[state.context]
+
+    def step_env(self, key: jax.Array, state: MaskedBanditState, action: Any, params):
+        del key
+        legal = self.action_mask(state, params)[action]
+        reward = jnp.where(legal, jnp.where(action == 3, 1.0, 0.0), 2.0).astype(jnp.float32)
+        info = {"reward_terms": {"illegal": (~legal).astype(jnp.float32)}}
+        state = state.replace(time=state.time + 1)
+        return self._obs(state), state, reward, jnp.asarray(True), info
+
+    def reset_env(self, key: jax.Array, params):
+        state = MaskedBanditState(
+            context=jax.random.randint(key, (), 0, 2), time=jnp.zeros((), jnp.int32)
+        )
+        return self._obs(state), state
+
+    def _obs(self, state: MaskedBanditState) -> jax.Array:
+        return jax.nn.one_hot(state.context, 2, dtype=jnp.float32)
+
+    @property
+    def name(self) -> str:
+        return "MaskedBandit"
+
+    def action_space(self, params=None) -> spaces.Discrete:
+        return spaces.Discrete(4)
+
+    def observation_space(self, params) -> spaces.Box:
+        return spaces.Box(0.0, 1.0, (2,), jnp.float32)
+
+
+@struct.dataclass
+class NimState(environment.EnvState):
+    """Per-instance state."""
+
+    pile: jax.Array  # () int32, stones left (the game ends at 0)
+    player: jax.Array  # () int32 in {0, 1}, the slot to move
+    time: jax.Array  # () int32, moves made in the episode
+
+
+@struct.dataclass
+class NimParams(environment.EnvParams):
+    """Episode settings (array leaves: changing them does not recompile)."""
+
+    min_pile: int = param(3, Interval(1))  # the first pile is drawn in [min_pile, max_pile]
+    max_steps_in_episode: int = 1000  # never reached: every move takes a stone
+
+
+class _NimRules(environment.Environment[NimState, NimParams]):
+    """Nim of one pile for two slots: they take 1, 2 or 3 stones in turn (action ``a`` takes
+    ``a + 1``, legal while the pile holds that many); whoever takes the last stone ends the
+    game. The first pile is drawn in ``[min_pile, max_pile]``, the first mover at random.
+
+    Observation: float32 ``[2, max_pile + 2]``, per slot ``[one_hot(pile), my_turn]``.
+    Action: ``Discrete(3)`` per slot (only the mover's is applied; an illegal take is cut
+    to the pile). Rewards float32 ``[2]`` on the game's last step (see the subclasses).
+    """
+
+    num_agents = 2
+
+    def __init__(self, max_pile: int = 7):
+        super().__init__()
+        self.max_pile = int(max_pile)  # static: it fixes the observation's shape
+
+    @property
+    def default_params(self) -> NimParams:
+        return NimParams()
+
+    def current_player(self, state: NimState, params) -> jax.Array:
+        """int32 ``()``: the slot that moves next."""
+        del params
+        return state.player
+
+    def action_mask(self, state: NimState, params) -> jax.Array:
+        """bool ``[2, 3]``: take ``a + 1`` stones while the pile holds them (both rows)."""
+        del params
+        legal = jnp.arange(1, 4) <= state.pile
+        return jnp.broadcast_to(legal, (2, 3))
+
+    def _rewards(self, winner: jax.Array) -> jax.Array:
+        raise NotImplementedError
+
+    def step_env(self, key: jax.Array, state: NimState, action: Any, params):
+        del key
+        take = jnp.minimum(jnp.asarray(action)[state.player] + 1, state.pile)
+        pile = state.pile - take
+        over = pile == 0
+        reward = jnp.where(over, self._rewards(state.player), 0.0).astype(jnp.float32)
+        won = (jnp.arange(2) == state.player) & over
+        info = {
+            "episode_outcome": {
+                "win": won.astype(jnp.float32),
+                "draw": jnp.zeros((2,), jnp.float32),
+                "loss": (over & ~won).astype(jnp.float32),
+            }
+        }
+        state = NimState(pile=pile, player=1 - state.player, time=state.time + 1)
+        return self._obs(state), state, reward, over, info
+
+    def reset_env(self, key: jax.Array, params: NimParams):
+        key_pile, key_player = jax.random.split(key)
+        state = NimState(
+            pile=jax.random.randint(key_pile, (), params.min_pile, self.max_pile + 1),
+            player=jax.random.randint(key_player, (), 0, 2),
+            time=jnp.zeros((), jnp.int32),
+        )
+        return self._obs(state), state
+
+    def _obs(self, state: NimState) -> jax.Array:
+        pile = jax.nn.one_hot(state.pile, self.max_pile + 1, dtype=jnp.float32)
+        mine = (jnp.arange(2) == state.player).astype(jnp.float32)
+        return jnp.concatenate([jnp.broadcast_to(pile, (2, pile.shape[0])), mine[:, None]], 1)
+
+    def action_space(self, params=None) -> spaces.Discrete:
+        return spaces.Discrete(3)
+
+    def observation_space(self, params) -> spaces.Box:
+        return spaces.Box(0.0, 1.0, (2, self.max_pile + 2), jnp.float32)
+
+
+NIM_RANDOM, NIM_RULE = 0, 1  # Nim's scripted kinds
+
+
+class Nim(_NimRules):
+    """Two-player Nim (see :class:`_NimRules`): the slot that takes the last stone wins (+1,
+    the other -1: rewarded on the winner's move). Team 0 is slot 0, team 1 slot 1.
+
+    Scripted kinds: ``random`` (any take; the match step redraws illegal ones among the
+    legal) and ``rule``: perfect play (leave a multiple of 4) with probability ``skill``.
+    ``info["episode_outcome"]``: win/draw/loss per slot.
+    """
+
+    num_teams = 2
+    team_size = 1
+    scripted_kinds = types.MappingProxyType({"random": NIM_RANDOM, "rule": NIM_RULE})
+
+    def _rewards(self, winner: jax.Array) -> jax.Array:
+        return jnp.where(jnp.arange(2) == winner, 1.0, -1.0)
+
+    def scripted_team_actions(
+        self, key: jax.Array, team_obs: jax.Array, kind: jax.Array, skill: jax.Array
+    ) -> jax.Array:
+        """int32 ``[1]``: see the class docstring (``team_obs [1, max_pile + 2]``)."""
+        key_random, key_skill = jax.random.split(key)
+        random = jax.random.randint(key_random, (1,), 0, 3)
+        pile = jnp.argmax(team_obs[:, : self.max_pile + 1], axis=-1)
+        winning = pile % 4 != 0  # a winning take exists
+        perfect = jnp.where(winning, pile % 4 - 1, random)
+        skilled = jax.random.uniform(key_skill) < skill
+        rule = jnp.where(skilled, perfect, random)
+        return jnp.where(kind == NIM_RULE, rule, random).astype(jnp.int32)
+
+    @property
+    def name(self) -> str:
+        return "Nim"
+
+
+class CoopNim(_NimRules):
+    """One-learner Nim (see :class:`_NimRules`): both slots score 1 when slot 0 takes the
+    last stone, 0 when slot 1 does. A single-team turn-based env: each slot trains on its
+    own moves, and slot 1 must learn to leave slot 0 a pile of at most 3."""
+
+    def _rewards(self, winner: jax.Array) -> jax.Array:
+        return jnp.broadcast_to(jnp.where(winner == 0, 1.0, 0.0), (2,))
+
+    @property
+    def name(self) -> str:
+        return "CoopNim"

@@ -117,6 +117,19 @@ class TwoTeamEnv(MultiAgentEnv, Protocol):
 
 
 @runtime_checkable
+class ScriptedOpponentParams(Protocol):
+    """``EnvParams`` that name the scripted policy of the opponent team (optional).
+
+    A two-team env whose params have these fields lets a config or a curriculum stage pick
+    the opponent (``env.kwargs.opponent_kind``); without them, a match whose opponent comes
+    "from the params" plays the env's ``"rule"`` kind (else its first) at full skill.
+    """
+
+    opponent_kind: Any  # () int32, one of the env's scripted_kinds
+    opponent_skill: Any  # () float32 in [0, 1], how well the scripted opponent plays
+
+
+@runtime_checkable
 class VariableTeamSize(TwoTeamEnv, Protocol):
     """A two-team env whose params set how many slots of each team play."""
 
@@ -304,6 +317,32 @@ def two_team(env: Any) -> TwoTeamEnv | None:
     """The (innermost) env if it is a :class:`TwoTeamEnv` with two teams, else None."""
     inner = unwrapped(env)
     return inner if isinstance(inner, TwoTeamEnv) and int(inner.num_teams) == 2 else None
+
+
+LEAGUE_ANCHOR = "rule"  # the scripted kind the league plays as its RulePolicy and rates at 1500
+
+
+def league_problem(env: Any) -> str | None:
+    """What keeps the self-play league from running the (wrapped) ``env``, or None.
+
+    The league needs a :class:`TwoTeamEnv` whose ``scripted_kinds`` include
+    :data:`LEAGUE_ANCHOR` (its RulePolicy group, the Elo anchor of its rating and of the
+    tournaments). Optional: :class:`ScriptedOpponentParams` (else the anchor plays where the
+    params would name the opponent), ``info["agent_mask"]`` (else every slot plays),
+    :class:`VariableTeamSize` (else tournaments take only the env's own team size). Its
+    ``info["episode_outcome"]`` must report win/draw/loss per slot; the built run checks that
+    (it needs a traced step).
+    """
+    teams = two_team(env)
+    if teams is None:
+        return "is not a two-team env (self-play needs num_teams = 2)"
+    if LEAGUE_ANCHOR not in teams.scripted_kinds:
+        kinds = ", ".join(teams.scripted_kinds) or "none"
+        return (
+            f"has no scripted kind {LEAGUE_ANCHOR!r} (the league's RulePolicy and Elo anchor; "
+            f"scripted_kinds: {kinds})"
+        )
+    return None
 
 
 def variable_team_size(env: Any) -> VariableTeamSize | None:

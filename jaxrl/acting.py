@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.layout import shard_rows
-from jaxrl.networks import make_distribution
+from jaxrl.networks import make_distribution, mask_logits
 from jaxrl.normalize import normalize
 from jaxrl.types import RunningStats
 
@@ -56,15 +56,14 @@ def act(
     deterministic: bool | jax.Array = False,
     axis: str | None = None,
     devices: int = 1,
+    legal: jax.Array | None = None,
 ) -> ActOutput:
     """Choose actions for one step of raw observations ``obs [B, ...]``.
 
     Args:
-      spec: the network.
-      policy: params and normaliser.
-      hidden: the rows' recurrent carry (reset where ``is_first``).
-      obs: raw observations.
-      is_first: [B] bool, the row starts an episode.
+      spec, policy: the network; its params and normaliser.
+      hidden: the rows' recurrent carry (reset where ``is_first`` [B] bool).
+      obs, is_first: raw observations; the row starts an episode.
       key: samples the actions.
       deterministic: take the mode instead of sampling: a Python bool for all rows, or a
         [B] bool array per row (evaluation rows next to training rows).
@@ -72,13 +71,14 @@ def act(
         rows, and the sampling noise is drawn for all of them and sliced, so every row gets
         the number it would get on one device.
       devices: devices along ``axis``.
+      legal: bool ``[B, num_actions]`` legal actions (an ActionMaskEnv's), or None (all).
     """
     obs_norm = normalize(policy.obs_stats, obs, spec.normalize_obs)
     hidden, policy_out, value = spec.network.apply(
         policy.params, hidden, obs_norm[None], is_first[None]
     )
     if spec.discrete:
-        dist_params = policy_out[0]  # logits [B, num_actions]
+        dist_params = mask_logits(policy_out[0], legal)  # logits [B, num_actions]
     else:
         mean, log_std = policy_out
         dist_params = (mean[0], log_std)  # mean [B, A], log_std [A]

@@ -38,8 +38,11 @@ class Minibatch(struct.PyTreeNode):
     value: jax.Array  # [L, N] float32, behaviour value
     advantage: jax.Array  # [L, N] float32
     target: jax.Array  # [L, N] float32, value target (GAE return)
-    mask: Any = None  # [L, N] bool, active actor (used only when ``LossHyperparams.masked``)
+    # [L, N] bool, active actor, and in a turn-based env one that moved (used only when
+    # ``LossHyperparams.masked``)
+    mask: Any = None
     step: Any = None  # [L, N] int32 rollout step of each obs (with ``ppo_loss``'s ``obs_stats``)
+    legal: Any = None  # [L, N, num_actions] bool legal actions of each obs (masked envs), or None
 
 
 def ppo_loss(
@@ -56,7 +59,9 @@ def ppo_loss(
     ``policy_loss = -E[min(r A, clip(r, 1-eps, 1+eps) A)]`` and
     ``value_loss = 0.5 E[max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2)]``
     (the unclipped square alone when ``clip_value`` is off). All float32; the coefficients
-    are ``hp.values``'.
+    are ``hp.values``'. Where ``batch.legal`` is given, the policy is the one acting used: its
+    illegal actions' logits masked (:func:`jaxrl.networks.mask_logits`), so the log-probs,
+    the ratio and the entropy see only the legal actions and no gradient reaches the others.
 
     ``obs_stats``: the rollout's normaliser moments per step (leaves ``[T, *obs_shape]``);
     raw ``batch.obs`` are normalised with the moments of their ``batch.step``. None: the
@@ -68,7 +73,8 @@ def ppo_loss(
     coef = hp.values
     obs = batch.obs if obs_stats is None else normalize_steps(obs_stats, batch.step, batch.obs)
     _, policy_params, value = network.apply(params, batch.hidden, obs, batch.is_first)
-    dist = make_distribution(policy_params, discrete)
+    # Masked envs: the log-probs and the entropy are over the legal actions alone.
+    dist = make_distribution(policy_params, discrete, batch.legal)
     log_prob = dist.log_prob(batch.action)
     total, mean = reducers(hp, batch)
     entropy = mean(dist.entropy())

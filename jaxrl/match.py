@@ -38,9 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from envs import protocols
+from envs.wrappers import legal_actions, player_to_move
 from jaxrl import opponents
 from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act
 from jaxrl.layout import Layout, shard_rows
+from jaxrl.networks import mask_logits
 from jaxrl.opponents import LaneCarry, LeagueTally
 
 FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
@@ -56,6 +59,16 @@ class MatchSpec:
     layout: Layout
     deterministic: bool  # learner rows of the training envs take the policy's mode
     eval_deterministic: bool  # learner rows of the evaluation lanes take the policy's mode
+
+    @property
+    def masked(self) -> bool:
+        """The env says which actions are legal (:class:`envs.protocols.ActionMaskEnv`)."""
+        return protocols.action_masked(self.env) is not None
+
+    @property
+    def turn_based(self) -> bool:
+        """One slot moves per step (:class:`envs.protocols.TurnBasedEnv`)."""
+        return protocols.turn_based(self.env) is not None
 
 
 class MatchPlan(struct.PyTreeNode):
@@ -82,6 +95,8 @@ class StepKeys(struct.PyTreeNode):
     lanes: Any = None  # [L] the pool lanes' action sampling
     side: Any = None  # () teams of new matches
     draw: Any = None  # () the lanes' next opponents
+    legal: Any = None  # [N] scripted opponents' illegal actions redrawn (ActionMaskEnv only)
+    legal_mine: Any = None  # [N] the same for scripted players on the learner's side
 
 
 def step_keys(spec: MatchSpec, key: jax.Array) -> StepKeys:
@@ -98,8 +113,13 @@ def step_keys(spec: MatchSpec, key: jax.Array) -> StepKeys:
         keys = jax.random.split(key, 1 + every)
         return StepKeys(learner=keys[0], env=mine(keys[1:]))
     lanes = max(layout.pool_lanes, 1)
-    keys = jax.random.split(key, 3 + 3 * every + lanes * devices)
+    # A masked env draws two more per-env keys, after all others: an env without masks splits
+    # exactly as before.
+    extra = 2 if spec.masked else 0
+    keys = jax.random.split(key, 3 + (3 + extra) * every + lanes * devices)
     envs_at = lambda i: mine(keys[3 + i * every : 3 + (i + 1) * every])  # noqa: E731
+    lane_at, legal_at = 3 + 3 * every, 3 + 3 * every + lanes * devices
+    legal_at_ = lambda i: mine(keys[legal_at + i * every : legal_at + (i + 1) * every])  # noqa: E731
     return StepKeys(
         learner=keys[0],
         side=keys[1],
@@ -107,7 +127,9 @@ def step_keys(spec: MatchSpec, key: jax.Array) -> StepKeys:
         env=envs_at(0),
         scripted=envs_at(1),
         mine=envs_at(2),
-        lanes=shard_rows(keys[3 + 3 * every :], axis, lanes),
+        lanes=shard_rows(keys[lane_at:legal_at], axis, lanes),
+        legal=legal_at_(0) if extra else None,
+        legal_mine=legal_at_(1) if extra else None,
     )
 
 
@@ -149,6 +171,56 @@ class MatchRecord(struct.PyTreeNode):
     # {name: [N * A] float32} the learner rows' weighted reward terms this step (envs that
     # report info["reward_terms"]; empty otherwise)
     reward_terms: dict = struct.field(default_factory=dict)
+    legal: Any = None  # [N * A, num_actions] bool legal actions the rows acted under (masked envs)
+    turn: Any = None  # [N * A] bool, the row's slot moved this step (turn-based envs)
+    next_turn: Any = None  # [N * A] bool, the row's slot moves next step (turn-based envs)
+
+
+class Situation(struct.PyTreeNode):
+    """What an env's state says about the next step, per env: every slot's legal actions
+    (:class:`envs.protocols.ActionMaskEnv`) and the slot to move
+    (:class:`envs.protocols.TurnBasedEnv`); None for an env without them."""
+
+    legal: Any = None  # [N, (A,) num_actions] bool
+    mover: Any = None  # [N] int32, the slot whose action the next step applies
+
+
+def situation(spec: MatchSpec, plan: MatchPlan, env_state: Any) -> Situation:
+    """The :class:`Situation` of ``env_state [N]`` (the state the carry's observations show).
+
+    Both are static decisions: an env without masks or turns adds nothing to the graph.
+    """
+    params_axis = 0 if spec.layout.per_env_params else None
+
+    def of(fn):
+        return jax.vmap(lambda s, p: fn(spec.env, s, p), in_axes=(0, params_axis))(
+            env_state, plan.env_params
+        )
+
+    return Situation(
+        legal=of(legal_actions) if spec.masked else None,
+        mover=of(player_to_move).astype(jnp.int32) if spec.turn_based else None,
+    )
+
+
+def slot_moves(mover: Any, slots: jax.Array) -> Any:
+    """``[N, A]`` bool: slot ``slots[n, a]`` of env ``n`` is the one to move (None: no turns)."""
+    return None if mover is None else slots == mover[:, None]
+
+
+def random_legal(legal: jax.Array, keys: jax.Array) -> jax.Array:
+    """``[N, S]`` int32 uniformly random legal actions of ``legal [N, S, n]`` (``keys [N]``)."""
+    draw = lambda key, rows: jax.random.categorical(key, mask_logits(jnp.zeros(rows.shape), rows))  # noqa: E731
+    return jax.vmap(draw)(keys, legal).astype(jnp.int32)
+
+
+def legalize(action: jax.Array, legal: Any, keys: Any) -> jax.Array:
+    """``action [N, S]`` with each action ``legal [N, S, n]`` forbids replaced by a uniformly
+    random legal one (a scripted policy that knows no masks); None: ``action`` as is."""
+    if legal is None:
+        return action
+    allowed = jnp.take_along_axis(legal, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    return jnp.where(allowed, action, random_legal(legal, keys)).astype(action.dtype)
 
 
 # ----------------------------------------------------------------------------- rows
@@ -328,8 +400,18 @@ def step_envs(
     )
 
 
+def _slot_mask(info: dict, rows: int, rows_of) -> jax.Array:
+    """``[rows]`` bool active slots: the env's ``info["agent_mask"]`` (as ``rows_of`` picks the
+    learner's rows), or every slot where the env gives none."""
+    if "agent_mask" in info:
+        return rows_of(info["agent_mask"])
+    return jnp.ones((rows,), bool)
+
+
 def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     layout = spec.layout
+    now = situation(spec, plan, carry.env_state)
+    rows_of = lambda x: None if x is None else per_actor(layout, x, per_agent=True)  # noqa: E731
     out = act(
         spec.policy,
         learner,
@@ -340,6 +422,7 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
         _learner_deterministic(spec, 0),
         layout.axis,
         layout.devices,
+        legal=rows_of(now.legal),
     )
     num_envs = layout.total_envs
     action = out.action
@@ -349,36 +432,36 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     info = step.info
     mask = None
     if layout.num_agents > 1:
-        mask = (
-            per_actor(layout, info["agent_mask"], per_agent=True)
-            if "agent_mask" in info
-            else jnp.ones((num_envs * layout.num_agents,), bool)
-        )
-    returns = info["episode_return"]
-    record = MatchRecord(
-        act=out,
-        is_first=carry.is_first,
-        reward=per_actor(layout, step.reward, per_agent=True).astype(jnp.float32),
-        terminated=per_actor(layout, step.terminated, per_agent=False),
-        truncated=per_actor(layout, step.truncated, per_agent=False),
-        final_obs=per_actor(layout, info["final_observation"], per_agent=True),
+        mask = _slot_mask(info, num_envs * layout.num_agents, rows_of)
+    slots = jnp.broadcast_to(jnp.arange(layout.num_agents), (num_envs, layout.num_agents))
+    record = _record(
+        out,
+        carry,
+        step,
+        reward=rows_of(step.reward),
+        per_env=lambda x: per_actor(layout, x, per_agent=False),
+        final_obs=rows_of(info["final_observation"]),
         mask=mask,
-        done=step.done,
-        episode_return=per_actor(layout, returns, per_agent=returns.ndim > 1),
-        episode_length=info["episode_length"],
+        returns=per_actor(layout, info["episode_return"], info["episode_return"].ndim > 1),
         outcome={
             name: (value[:, 0] if value.ndim > 1 else value).astype(jnp.float32)
             for name, value in info.get("episode_outcome", {}).items()
         },
         tally=None,
-        reward_terms={
-            name: per_actor(layout, value, per_agent=value.ndim > 1).astype(jnp.float32)
+        terms={
+            name: per_actor(layout, value, per_agent=value.ndim > 1)
             for name, value in info.get("reward_terms", {}).items()
         },
     )
+    nxt = situation(spec, plan, step.env_state) if spec.turn_based else Situation()
+    record = record.replace(
+        legal=rows_of(now.legal),
+        turn=rows_of(slot_moves(now.mover, slots)),
+        next_turn=rows_of(slot_moves(nxt.mover, slots)),
+    )
     new_carry = MatchCarry(
         env_state=step.env_state,
-        obs=per_actor(layout, step.obs, per_agent=True),
+        obs=rows_of(step.obs),
         is_first=per_actor(layout, step.done, per_agent=False),
         hidden=out.hidden,
         side=carry.side,
@@ -387,10 +470,37 @@ def _single_team_step(spec, learner, plan, carry, keys: StepKeys):
     return new_carry, record
 
 
+def _record(out, carry, step, *, reward, per_env, final_obs, mask, returns, outcome, tally, terms):
+    """The :class:`MatchRecord` of a step: the learner's rows, from ``per_env`` ``[N]`` data."""
+    return MatchRecord(
+        act=out,
+        is_first=carry.is_first,
+        reward=reward.astype(jnp.float32),
+        terminated=per_env(step.terminated),
+        truncated=per_env(step.truncated),
+        final_obs=final_obs,
+        mask=mask,
+        done=step.done,
+        episode_return=returns,
+        episode_length=step.info["episode_length"],
+        outcome=outcome,
+        tally=tally,
+        reward_terms={name: value.astype(jnp.float32) for name, value in terms.items()},
+    )
+
+
 def learner_pass(
-    spec: MatchSpec, learner: PolicyParams, carry: MatchCarry, key: jax.Array
+    spec: MatchSpec,
+    learner: PolicyParams,
+    carry: MatchCarry,
+    key: jax.Array,
+    legal: jax.Array | None = None,
+    opp_legal: jax.Array | None = None,
 ) -> tuple[ActOutput, ActOutput | None]:
     """The learner's rows and the current-policy opponents' rows: one forward pass.
+
+    ``legal``, ``opp_legal``: ``[N * S, num_actions]`` bool legal actions of the learner's
+    and the opponents' rows (masked envs), else None.
 
     Returns:
       ``(mine, latest)``: the learner's ``[N * S]`` rows, and the ``[latest * S]`` rows of
@@ -405,6 +515,8 @@ def learner_pass(
         rows = jnp.concatenate([rows, opp.obs[:latest_rows]])
         hidden = _concat(hidden, opp.hidden_latest)
         first = jnp.concatenate([first, opp.is_first[:latest_rows]])
+        if legal is not None:
+            legal = jnp.concatenate([legal, opp_legal[:latest_rows]])
     out = act(
         spec.policy,
         learner,
@@ -415,6 +527,7 @@ def learner_pass(
         _learner_deterministic(spec, latest_rows),
         layout.axis,
         layout.devices,
+        legal=legal,
     )
     mine = jax.tree.map(lambda x: x[:learner_rows], out)
     if not latest_rows:
@@ -423,10 +536,15 @@ def learner_pass(
 
 
 def learner_actions(
-    spec: MatchSpec, plan: MatchPlan, mine: ActOutput, carry: MatchCarry, keys: StepKeys
+    spec: MatchSpec,
+    plan: MatchPlan,
+    mine: ActOutput,
+    carry: MatchCarry,
+    keys: StepKeys,
+    legal: jax.Array | None = None,
 ) -> jax.Array:
     """[N, S] actions of the learner's team: the network's, or a scripted player's where the
-    plan's ``learner_kind`` names one (tournaments)."""
+    plan's ``learner_kind`` names one (tournaments; illegal ones redrawn, ``legal [N * S, n]``)."""
     size = spec.layout.team_size
     action = _env_major(mine.action, size)
     if plan.learner_kind is None:
@@ -439,14 +557,31 @@ def learner_actions(
         _env_major(carry.obs, size),
         keys.mine,
     )
+    if legal is not None:
+        scripted = legalize(scripted, _env_major(legal, size), keys.legal_mine)
     return jnp.where((plan.learner_kind == NETWORK)[:, None], action, scripted)
 
 
-def opponent_kinds(plan: MatchPlan, num_envs: int) -> tuple[jax.Array, jax.Array]:
+def default_kind(env: Any) -> int:
+    """The scripted kind ``FROM_PARAMS`` means for env params that name none (params without
+    :class:`envs.protocols.ScriptedOpponentParams`): ``"rule"``, else the env's first kind."""
+    kinds = protocols.two_team(env).scripted_kinds
+    return int(kinds["rule"] if "rule" in kinds else next(iter(kinds.values())))
+
+
+def opponent_kinds(
+    plan: MatchPlan, num_envs: int, fallback: int = 0
+) -> tuple[jax.Array, jax.Array]:
     """``(kind [N] int32, skill [N] float32)`` of every env's opponent: the plan's kind, or
-    the env params' kind and skill where the plan says ``FROM_PARAMS``."""
-    kind_param = _per_env(plan.env_params.opponent_kind, num_envs)
-    skill_param = _per_env(plan.env_params.opponent_skill, num_envs)
+    the env params' kind and skill where the plan says ``FROM_PARAMS`` (``fallback`` at full
+    skill for params that name no opponent, :func:`default_kind`)."""
+    params = plan.env_params
+    if isinstance(params, protocols.ScriptedOpponentParams):
+        kind_param = _per_env(params.opponent_kind, num_envs)
+        skill_param = _per_env(params.opponent_skill, num_envs)
+    else:
+        kind_param = jnp.full((num_envs,), fallback, jnp.int32)
+        skill_param = jnp.ones((num_envs,), jnp.float32)
     from_params = plan.opponent_kind == FROM_PARAMS
     kind = jnp.where(from_params, kind_param, plan.opponent_kind)
     skill = jnp.where(from_params, skill_param, 1.0).astype(jnp.float32)
@@ -461,8 +596,10 @@ def opponent_actions(
     kind: jax.Array,
     skill: jax.Array,
     keys: StepKeys,
+    legal: jax.Array | None = None,
 ) -> tuple[jax.Array, OpponentCarry]:
-    """[N, S] int32 opponent actions: scripted for every env (cheap), networks on the league's
+    """[N, S] int32 opponent actions: scripted for every env (cheap; actions ``legal``
+    ``[N * S, n]`` forbids redrawn uniformly among the legal ones), networks on the league's
     static groups where ``kind`` is ``NETWORK``.
 
     ``latest``: the current-policy opponents' part of :func:`learner_pass`. Returns the
@@ -471,6 +608,8 @@ def opponent_actions(
     layout = spec.layout
     size = layout.team_size
     action = _scripted(spec, kind, skill, _env_major(opp.obs, size), keys.scripted)
+    if legal is not None:
+        action = legalize(action, _env_major(legal, size), keys.legal)
     hidden_latest, lanes = opp.hidden_latest, opp.lanes
     latest_action = lane_action = None
     if latest is not None:
@@ -486,6 +625,7 @@ def opponent_actions(
             opp.obs[rows],
             opp.is_first[rows],
             keys.lanes[: layout.pool_lanes],
+            None if legal is None else legal[rows],
         )
         lanes = lanes.replace(hidden=lane_hidden)
     network = opponents.group_actions(layout, layout.total_envs, latest_action, lane_action)
@@ -498,10 +638,14 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
     layout = spec.layout
     size = layout.team_size
     side = carry.side
-    mine, latest = learner_pass(spec, learner, carry, keys.learner)
-    learner_action = learner_actions(spec, plan, mine, carry, keys)
-    kind, skill = opponent_kinds(plan, layout.total_envs)
-    opponent_action, opp = opponent_actions(spec, plan, carry.opponent, latest, kind, skill, keys)
+    now = situation(spec, plan, carry.env_state)
+    mine_legal, opp_legal = _team_legal(now.legal, side)
+    mine, latest = learner_pass(spec, learner, carry, keys.learner, mine_legal, opp_legal)
+    learner_action = learner_actions(spec, plan, mine, carry, keys, mine_legal)
+    kind, skill = opponent_kinds(plan, layout.total_envs, default_kind(spec.env))
+    opponent_action, opp = opponent_actions(
+        spec, plan, carry.opponent, latest, kind, skill, keys, opp_legal
+    )
     actions = join_teams(learner_action, opponent_action, side)
     step = step_envs(spec, plan, carry.env_state, actions, keys.env)
     new_side = jnp.where(step.done, draw_sides(layout, plan, keys.side), side)
@@ -516,29 +660,24 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
     lanes, tally, opponent_first = opponents.bookkeeping(
         layout, opp.lanes, step.done, kind == NETWORK, outcome, plan.lane_probs, keys.draw
     )
-    repeat = lambda x: jnp.repeat(x, size)  # noqa: E731 - [N] -> [N * S]
-    record = MatchRecord(
-        act=mine,
-        is_first=carry.is_first,
-        reward=mine_of(step.reward).astype(jnp.float32),
-        terminated=repeat(step.terminated),
-        truncated=repeat(step.truncated),
+    record = _record(
+        mine,
+        carry,
+        step,
+        reward=mine_of(step.reward),
+        per_env=lambda x: jnp.repeat(x, size),  # [N] -> [N * S]
         final_obs=mine_of(step.info["final_observation"]),
-        mask=mine_of(step.info["agent_mask"]),
-        done=step.done,
-        episode_return=mine_of(step.info["episode_return"]),
-        episode_length=step.info["episode_length"],
+        mask=_slot_mask(step.info, layout.total_envs * size, mine_of),
+        returns=mine_of(step.info["episode_return"]),
         outcome=outcome,
         tally=tally,
-        reward_terms={
-            name: mine_of(value).astype(jnp.float32)
-            for name, value in step.info.get("reward_terms", {}).items()
-        },
+        terms={name: mine_of(v) for name, v in step.info.get("reward_terms", {}).items()},
     )
+    record = record.replace(legal=mine_legal, **_turns(spec, plan, now, step, side, new_side))
     new_carry = MatchCarry(
         env_state=step.env_state,
         obs=_rows(team_rows(step.obs, new_side, own=True)),
-        is_first=repeat(step.done),
+        is_first=jnp.repeat(step.done, size),
         hidden=mine.hidden,
         side=new_side,
         opponent=opp.replace(
@@ -548,6 +687,29 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         ),
     )
     return new_carry, record
+
+
+def _team_legal(legal: Any, side: jax.Array) -> tuple[Any, Any]:
+    """``(learner rows, opponent rows)`` ``[N * S, n]`` of ``legal [N, 2S, n]`` (None: None)."""
+    if legal is None:
+        return None, None
+    return _rows(team_rows(legal, side, own=True)), _rows(team_rows(legal, side, own=False))
+
+
+def _turns(spec, plan, now: Situation, step: EnvStep, side, new_side) -> dict:
+    """``{turn, next_turn}`` ``[N * S]`` bool of the learner's rows (turn-based envs), else {}.
+
+    The learner's slot ``j`` of env ``n`` is env slot ``side[n] * S + j``.
+    """
+    if not spec.turn_based:
+        return {}
+    size = spec.layout.team_size
+    slots = lambda s: s[:, None] * size + jnp.arange(size)  # noqa: E731 - [N] -> [N, S]
+    nxt = situation(spec, plan, step.env_state)
+    return {
+        "turn": _rows(slot_moves(now.mover, slots(side))),
+        "next_turn": _rows(slot_moves(nxt.mover, slots(new_side))),
+    }
 
 
 def empty_tally(spec: MatchSpec, plan: MatchPlan | None = None) -> LeagueTally | None:

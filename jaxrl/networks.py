@@ -278,9 +278,27 @@ class ActorCritic(nn.Module):
         return carry() if self.shared_torso else (carry(), carry())
 
 
-def make_distribution(policy_params, discrete: bool) -> distrax.Distribution:
-    """The action distribution for the network's float32 policy output."""
+MASKED_LOGIT = float(jnp.finfo(jnp.float32).min)  # the logit of an illegal action
+
+
+def mask_logits(logits: jax.Array, legal: jax.Array | None) -> jax.Array:
+    """``logits [..., n]`` with the illegal actions' (``legal [..., n]`` bool False) set to
+    :data:`MASKED_LOGIT`: probability exactly 0, and no gradient reaches them (None: as is).
+
+    The smallest float32, not ``-inf``: the softmax of a row with at least one legal action
+    stays finite, and distrax's entropy drops the zero-probability terms, so the entropy is
+    the one over the legal actions alone.
+    """
+    return logits if legal is None else jnp.where(legal, logits, MASKED_LOGIT)
+
+
+def make_distribution(policy_params, discrete: bool, legal=None) -> distrax.Distribution:
+    """The action distribution for the network's float32 policy output.
+
+    ``legal``: bool ``[..., num_actions]`` legal actions of a discrete policy (an
+    :class:`envs.protocols.ActionMaskEnv`), or None (every action legal).
+    """
     if discrete:
-        return distrax.Categorical(logits=policy_params)
+        return distrax.Categorical(logits=mask_logits(policy_params, legal))
     mean, log_std = policy_params
     return distrax.MultivariateNormalDiag(mean, jnp.broadcast_to(jnp.exp(log_std), mean.shape))

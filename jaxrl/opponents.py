@@ -90,6 +90,7 @@ def lane_actions(
     obs: jax.Array,
     is_first: jax.Array,
     keys: jax.Array,
+    legal: jax.Array | None = None,
 ) -> tuple[jax.Array, Any]:
     """Every lane's opponent rows act with the snapshot the lane plays.
 
@@ -101,20 +102,20 @@ def lane_actions(
       obs: ``[L * n * S, *obs_shape]`` raw observations of the lanes' opponent rows.
       is_first: ``[L * n * S]`` bool.
       keys: ``[L]`` one sampling key per lane.
+      legal: ``[L * n * S, num_actions]`` bool legal actions of the rows (masked envs), or None.
 
     Returns:
       ``(actions [L * n, S] int32, hidden [L, n * S, ...])``.
     """
     count, lane_envs, size = layout.pool_lanes, layout.lane_envs, layout.team_size
     lane_policy = jax.tree.map(lambda x: x[lanes.slot], pool)  # [L, ...]
-    out = jax.vmap(act, in_axes=(None, 0, 0, 0, 0, 0))(
-        policy,
-        lane_policy,
-        lanes.hidden,
-        obs.reshape((count, lane_envs * size) + obs.shape[1:]),
-        is_first.reshape((count, lane_envs * size)),
-        keys,
-    )
+    per_lane = lambda x: x.reshape((count, lane_envs * size) + x.shape[1:])  # noqa: E731
+    args = (policy, lane_policy, lanes.hidden, per_lane(obs), per_lane(is_first), keys)
+    if legal is None:
+        out = jax.vmap(act, in_axes=(None, 0, 0, 0, 0, 0))(*args)
+    else:
+        masked_act = lambda *a: act(*a[:-1], legal=a[-1])  # noqa: E731
+        out = jax.vmap(masked_act, in_axes=(None, 0, 0, 0, 0, 0, 0))(*args, per_lane(legal))
     return out.action.reshape((count * lane_envs, size)), out.hidden
 
 

@@ -143,12 +143,16 @@ def stage_env_params(setup: Setup, stage: int | None = None) -> Any:
 
 
 def with_team_size(setup: Setup, env_params: Any, size: int, flag: str = "--team-size") -> Any:
-    """``env_params`` with ``size`` players a side (:class:`envs.protocols.VariableTeamSize`).
+    """``env_params`` with ``size`` players a side (:class:`envs.protocols.VariableTeamSize`;
+    a two-team env of fixed size takes only its own ``team_size``, params unchanged).
 
     Raises:
       ValueError: ``"{flag}: ..."``, an env without team sizes or a size out of range.
     """
     sized = protocols.variable_team_size(setup.env)
+    teams = protocols.two_team(setup.env)
+    if sized is None and teams is not None and size == int(teams.team_size):
+        return env_params
     if sized is None:
         raise ValueError(f"{flag}: {setup.config.env.name} has no team sizes")
     if not 1 <= size <= sized.team_size:

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl.gae import bootstrap_values, gae
+from jaxrl.gae import bootstrap_values, gae, turn_gae
 from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
 from jaxrl.permutation import permutation
 from jaxrl.types import LossMetrics, RunningStats, Transition
@@ -173,9 +173,21 @@ def make_sequences(length: int, data: Minibatch, start_hidden) -> Minibatch:
 
 
 def training_batch(
-    spec: LearnSpec, traj: Transition, start_hidden, advantages: jax.Array, targets: jax.Array
+    spec: LearnSpec,
+    traj: Transition,
+    start_hidden,
+    advantages: jax.Array,
+    targets: jax.Array,
+    weight: jax.Array | None = None,
 ) -> Minibatch:
-    """All training sequences of one rollout (``[T, B]`` data with GAE results)."""
+    """All training sequences of one rollout (``[T, B]`` data with GAE results).
+
+    ``weight``: ``[T, B]`` bool, the steps that train (a turn-based env's own known moves),
+    combined with the active slots of ``traj.mask``; None: ``traj.mask``.
+    """
+    mask = traj.mask
+    if weight is not None:
+        mask = weight if mask is None else jnp.logical_and(mask, weight)
     data = Minibatch(
         obs=traj.obs,
         is_first=traj.is_first,
@@ -185,8 +197,9 @@ def training_batch(
         value=traj.value,
         advantage=advantages,
         target=targets,
-        mask=traj.mask,
+        mask=mask,
         step=None,
+        legal=traj.legal,
     )
     if spec.normalize_obs:  # which step's moments normalise each observation
         num_steps, num_rows = traj.is_first.shape
@@ -219,17 +232,41 @@ def learn(
       step_stats: the normaliser's moments per rollout step (leaves ``[T, *obs_shape]``) when
         ``spec.normalize_obs``, else None.
     """
-    next_values = bootstrap_values(traj.value, last_value, traj.final_value, traj.truncated)
-    advantages, targets = gae(
+    advantages, targets, weight = advantages_of(traj, last_value, hyper)
+    batch = training_batch(spec, traj, start_hidden, advantages, targets, weight)
+    # A turn-based env trains each row on its own moves only: the loss weighs by the mask.
+    loss = spec.loss.replace(values=hyper, masked=spec.loss.masked or weight is not None)
+    state, steps = update_epochs(spec.update, loss, hyper.lr, state, batch, key, step_stats)
+    return Learned(state=state, steps=steps, targets=targets)
+
+
+def advantages_of(
+    traj: Transition, last_value: jax.Array, hyper: Any
+) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """``(advantages [T, B], targets [T, B], weight)`` of a rollout: :func:`jaxrl.gae.gae`,
+    or for a turn-based env (``traj.turn`` given) :func:`jaxrl.gae.turn_gae` over each row's
+    own moves, whose ``weight [T, B]`` bool marks the moves that train (else None)."""
+    if traj.turn is None:
+        next_values = bootstrap_values(traj.value, last_value, traj.final_value, traj.truncated)
+        advantages, targets = gae(
+            traj.reward,
+            traj.value,
+            next_values,
+            traj.terminated,
+            traj.truncated,
+            hyper.gamma,
+            hyper.gae_lambda,
+        )
+        return advantages, targets, None
+    return turn_gae(
         traj.reward,
         traj.value,
-        next_values,
+        traj.final_value,
+        last_value,
+        traj.turn,
+        traj.next_turn[-1],
         traj.terminated,
         traj.truncated,
         hyper.gamma,
         hyper.gae_lambda,
     )
-    batch = training_batch(spec, traj, start_hidden, advantages, targets)
-    loss = spec.loss.replace(values=hyper)
-    state, steps = update_epochs(spec.update, loss, hyper.lr, state, batch, key, step_stats)
-    return Learned(state=state, steps=steps, targets=targets)

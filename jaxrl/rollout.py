@@ -180,6 +180,9 @@ def transition_of(
         truncated=truncated,
         final_value=jnp.where(truncated, final_value, 0.0),
         mask=train(record.mask),
+        legal=train(record.legal),
+        turn=train(record.turn),
+        next_turn=train(record.next_turn),
     )
 
 

@@ -191,9 +191,7 @@ def validate_env(config: Config, built: BuiltEnv) -> None:
 
     if config.selfplay.pool_size <= 0:  # off (or refused by validate)
         return
-    require(
-        protocols.two_team(built.env) is not None,
-        f"selfplay: {config.env.name} is not a two-team env (self-play needs num_teams = 2)",
-    )
+    problem = protocols.league_problem(built.env)
+    require(problem is None, f"selfplay: {config.env.name} {problem}")
     if config.selfplay.exploiters:
         apply_env_overrides("selfplay.exploiter_env", config.selfplay.exploiter_env, built.params)
