@@ -320,6 +320,24 @@ def two_team(env: Any) -> TwoTeamEnv | None:
 
 
 LEAGUE_ANCHOR = "rule"  # the scripted kind the league plays as its RulePolicy and rates at 1500
+ANCHOR_FALLBACK = "random"  # what "rule" stands for in an env without a rule policy (Pgx)
+
+
+def scripted_kinds(env: Any) -> dict[str, int]:
+    """The (wrapped) two-team env's scripted kinds by name; ``{}`` for other envs.
+
+    ``"rule"`` (:data:`LEAGUE_ANCHOR`: the league's RulePolicy group, the Elo anchor of its
+    rating and of the tournaments) is always there when the env has a rule policy or a
+    ``"random"`` kind: an env without a rule policy (a board game of a suite) is anchored at
+    its random mover, which the trainer keeps to legal moves where the env declares a mask.
+    """
+    teams = two_team(env)
+    if teams is None:
+        return {}
+    kinds = {name: int(kind) for name, kind in teams.scripted_kinds.items()}
+    if LEAGUE_ANCHOR not in kinds and ANCHOR_FALLBACK in kinds:
+        kinds[LEAGUE_ANCHOR] = kinds[ANCHOR_FALLBACK]
+    return kinds
 
 
 def league_problem(env: Any) -> str | None:
@@ -327,20 +345,21 @@ def league_problem(env: Any) -> str | None:
 
     The league needs a :class:`TwoTeamEnv` whose ``scripted_kinds`` include
     :data:`LEAGUE_ANCHOR` (its RulePolicy group, the Elo anchor of its rating and of the
-    tournaments). Optional: :class:`ScriptedOpponentParams` (else the anchor plays where the
-    params would name the opponent), ``info["agent_mask"]`` (else every slot plays),
-    :class:`VariableTeamSize` (else tournaments take only the env's own team size). Its
-    ``info["episode_outcome"]`` must report win/draw/loss per slot; the built run checks that
-    (it needs a traced step).
+    tournaments) or, failing that, :data:`ANCHOR_FALLBACK` (a random mover, which then plays
+    the anchor: :func:`scripted_kinds`). Optional: :class:`ScriptedOpponentParams` (else the
+    anchor plays where the params would name the opponent), ``info["agent_mask"]`` (else every
+    slot plays), :class:`VariableTeamSize` (else tournaments take only the env's own team
+    size), :class:`ActionMaskEnv` and :class:`TurnBasedEnv`. Its ``info["episode_outcome"]``
+    must report win/draw/loss per slot; the built run checks that (it needs a traced step).
     """
     teams = two_team(env)
     if teams is None:
         return "is not a two-team env (self-play needs num_teams = 2)"
-    if LEAGUE_ANCHOR not in teams.scripted_kinds:
+    if LEAGUE_ANCHOR not in scripted_kinds(env):
         kinds = ", ".join(teams.scripted_kinds) or "none"
         return (
-            f"has no scripted kind {LEAGUE_ANCHOR!r} (the league's RulePolicy and Elo anchor; "
-            f"scripted_kinds: {kinds})"
+            f"has no scripted kind {LEAGUE_ANCHOR!r} or {ANCHOR_FALLBACK!r} (the league's "
+            f"RulePolicy and Elo anchor; scripted_kinds: {kinds})"
         )
     return None
 

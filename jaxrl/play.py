@@ -195,7 +195,7 @@ def scripted_kind(setup: Setup, name: str, flag: str = "--opponent") -> int:
     teams = protocols.two_team(setup.env)
     if teams is None:
         raise ValueError(f"{flag}: {setup.config.env.name} has no opponent team")
-    kinds = teams.scripted_kinds
+    kinds = protocols.scripted_kinds(setup.env)  # "rule": the anchor, a random mover if no rule
     if name not in kinds:
         raise ValueError(f"{flag} must be one of {', '.join(kinds)}, got {name!r}")
     return int(kinds[name])

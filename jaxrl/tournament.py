@@ -181,7 +181,7 @@ def load_players(
     """
     runs = _open_runs(run_dirs)
     setup = runs[0][0]
-    kinds = dict(protocols.two_team(setup.env).scripted_kinds)  # _open_runs: a two-team env
+    kinds = protocols.scripted_kinds(setup.env)  # _open_runs: a two-team env; "rule" the anchor
     chosen = _select(runs, selectors, kinds)
     like = policy_like(setup)
     managers = {path: checkpointer for _, path, checkpointer, _ in runs}

@@ -323,9 +323,19 @@ class _NoRuleNim(Nim):
     scripted_kinds = {"random": NIM_RANDOM}  # noqa: RUF012 - a class constant
 
 
+class _NoAnchorNim(Nim):
+    scripted_kinds = {"perfect": 1}  # noqa: RUF012 - a class constant
+
+
 def test_league_requirements_of_a_two_player_env():
     from envs.protocols import league_problem  # noqa: PLC0415
 
+    from envs.protocols import scripted_kinds  # noqa: PLC0415
+
     assert league_problem(Nim()) is None
-    assert "has no scripted kind 'rule'" in league_problem(_NoRuleNim())
+    # no rule policy: the random (legal) mover is the anchor, under the name "rule"
+    assert league_problem(_NoRuleNim()) is None
+    assert scripted_kinds(_NoRuleNim()) == {"random": NIM_RANDOM, "rule": NIM_RANDOM}
+    assert scripted_kinds(Nim())["rule"] != scripted_kinds(Nim())["random"]
+    assert "has no scripted kind 'rule' or 'random'" in league_problem(_NoAnchorNim())
     assert "not a two-team env" in league_problem(MaskedBandit())

@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from envs import protocols
 from jaxrl.acting import PolicyParams
 from jaxrl.config import SelfPlayConfig
 from jaxrl.features import (
@@ -222,6 +223,6 @@ def make_selfplay(context: BuildContext) -> SelfPlay | None:
     config = context.config.selfplay
     if config.pool_size == 0:
         return None
-    rule_kind = int(context.env.scripted_kinds["rule"])
+    rule_kind = protocols.scripted_kinds(context.env)[protocols.LEAGUE_ANCHOR]
     members = context.config.num_members if config.cross_member > 0 else 0
     return SelfPlay(config=config, layout=context.layout, rule_kind=rule_kind, members=members)
