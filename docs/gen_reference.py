@@ -40,6 +40,7 @@ CLI_MODULES = (
     "jaxrl.tournament",
     "jaxrl.exploit",
     "jaxrl.extract",
+    "jaxrl.export",
     "jaxrl.render",
     "jaxrl.plot",
     "bench.throughput",
