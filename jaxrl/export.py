@@ -174,20 +174,20 @@ def _record_jax(
     """The learner rows' observations over ``steps`` match steps of greedy play (jaxrl's)."""
     import jax  # noqa: PLC0415
 
-    from jaxrl.play import eval_layout, eval_spec, play_plan, play_steps  # noqa: PLC0415
-    from jaxrl.play import stage_env_params  # noqa: PLC0415
+    from jaxrl import play  # noqa: PLC0415
 
     del act_fn  # the match step acts with jaxrl.acting.act itself
-    layout = eval_layout(setup, num_envs)
-    spec = eval_spec(setup, layout, deterministic=True)
-    plan = play_plan(layout, stage_env_params(setup))
+    layout = play.eval_layout(setup, num_envs)
+    spec = play.eval_spec(setup, layout, deterministic=True)
+    plan = play.play_plan(layout, play.stage_env_params(setup))
 
     @jax.jit
-    def play(policy: Any, key: jax.Array) -> Any:
+    def run(policy: Any, key: jax.Array) -> Any:
         keep = lambda c: (c.obs, c.is_first)  # noqa: E731 - what the learner's rows saw
-        return play_steps(spec, setup.network.initial_hidden, policy, plan, key, steps - 1, keep)
+        initial = setup.network.initial_hidden
+        return play.play_steps(spec, initial, policy, plan, key, steps - 1, keep)
 
-    obs, reset = jax.device_get(play(policy, jax.random.key(seed)))
+    obs, reset = jax.device_get(run(policy, jax.random.key(seed)))
     return Recording(np.asarray(obs), np.asarray(reset))
 
 
@@ -428,10 +428,10 @@ def _eval(jaxpr: Any, consts: Any, args: Any) -> list:
 
     env: dict = {}
     read = lambda v: v.val if isinstance(v, Literal) else env[v]  # noqa: E731
-    env.update(zip(jaxpr.constvars, consts))
-    env.update(zip(jaxpr.invars, args))
+    env.update(zip(jaxpr.constvars, consts, strict=True))
+    env.update(zip(jaxpr.invars, args, strict=True))
     for eqn in jaxpr.eqns:
-        env.update(zip(eqn.outvars, _bind(eqn, [read(v) for v in eqn.invars])))
+        env.update(zip(eqn.outvars, _bind(eqn, [read(v) for v in eqn.invars]), strict=True))
     return [read(v) for v in jaxpr.outvars]
 
 
@@ -460,7 +460,7 @@ def _einsum(params: dict, lhs: Any, rhs: Any) -> Any:
     letters = iter(string.ascii_letters)
     left = [next(letters) for _ in range(lhs.ndim)]
     right: list = [None] * rhs.ndim
-    for a, b in [*zip(lc, rc), *zip(lb, rb)]:
+    for a, b in [*zip(lc, rc, strict=True), *zip(lb, rb, strict=True)]:
         right[b] = left[a]
     right = [c or next(letters) for c in right]
     out = [left[a] for a in lb]
@@ -473,6 +473,7 @@ def _einsum(params: dict, lhs: Any, rhs: Any) -> Any:
 # Network parts (flax module names in an op's name stack) and the option that puts them there.
 _OPTIONS = (
     ("core", "network.core"),
+    ("cell", "network.core"),  # the core's scanned step (its own name stack inside the scan)
     ("entities", "network.entity_width"),
     ("NatureEncoder", "the Nature CNN of image observations"),
     ("torso", "network.hidden_sizes / network.activation"),
@@ -484,14 +485,18 @@ def unsupported_line(err: Exception, closed: Any, config: Any) -> str:
     """One line: the op jax2onnx cannot express and the network option that uses it."""
     found = re.search(r"primitive '([^']+)'", str(err))
     op = found.group(1) if found else str(err).splitlines()[0]
-    where = sorted({str(e.source_info.name_stack) for e in _eqns(closed.jaxpr) if e.primitive.name == op})
+    eqns = [e for e in _eqns(closed.jaxpr) if e.primitive.name == op]
+    where = sorted({str(e.source_info.name_stack) for e in eqns})
     option = next((o for part, o in _OPTIONS if any(part in w for w in where)), None)
     if option is None:
-        option = "outside the network (normalisation, action choice)"
+        option = "the code around the network (normalisation, action choice)"
     if option.startswith("network.") and config is not None:
         net = config.network
         option += f" ({', '.join(f'{k}={getattr(net, k)}' for k in _option_keys(option))})"
-    return f"--format onnx: jax2onnx cannot express the op '{op}', used by {option}; use --format stablehlo"
+    return (
+        f"--format onnx: jax2onnx cannot express the op '{op}', used by {option}; "
+        "--format stablehlo can"
+    )
 
 
 def _option_keys(option: str) -> list[str]:
@@ -537,7 +542,10 @@ def replay_jaxrl(
     from jaxrl.acting import act  # noqa: PLC0415
 
     rows = rec.reset.shape[1]
-    flat = lambda h: jnp.concatenate([x.reshape((rows, -1)) for x in jax.tree.leaves(h)], -1)  # noqa: E731
+
+    def flat(hidden: Any) -> Any:
+        return jnp.concatenate([x.reshape((rows, -1)) for x in jax.tree.leaves(hidden)], -1)
+
     sampled = noise is not None
     eps = noise if sampled else np.zeros(rec.reset.shape, np.float32)
 
@@ -633,7 +641,10 @@ def compare(ref: dict, got: dict, sig: Signature, noise: Any, atol: float = ATOL
         if "logits" not in sig.outputs:
             mismatch = np.abs(ref["mine"] - ref["greedy"]).max(-1) > limit["mean"]
         if mismatch.any():
-            raise ExportError(f"the exported function's mode differs from jaxrl's act on {int(mismatch.sum())} rows")
+            rows = int(mismatch.sum())
+            raise ExportError(
+                f"the exported function's mode differs from jaxrl's act on {rows} rows"
+            )
     if "logits" not in sig.outputs:
         agree = (np.abs(got["action"] - ref["action"]) <= limit["action"]).all(-1)
         return CheckResult(diff, limit, int(agree.sum()), agree.size, 0, atol)
@@ -694,7 +705,8 @@ def export(
     blob = to_onnx(fn, sig, run.config) if format == "onnx" else to_stablehlo(fn, sig)
     noise = make_noise(sig, rec, seed)
     ref = replay_jaxrl(run, sig, fn, rec, noise)
-    check = compare(ref, replay_file(file_runner(blob, format, sig), sig, rec, noise), sig, noise, atol)
+    got = replay_file(file_runner(blob, format, sig), sig, rec, noise)
+    check = compare(ref, got, sig, noise, atol)
     if not check.ok:
         raise ExportError(f"refused to write {out}: the file does not match jaxrl: {check.line()}")
     path = Path(out)
