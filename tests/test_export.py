@@ -226,10 +226,18 @@ def test_guide_cartpole_program_scores_500_with_onnxruntime_alone(tmp_path):
     model = jaxrl.export(run.run_dir, tmp_path / "cartpole.onnx", "onnx").path
     program = REPO / "examples" / "deploy" / "cartpole_onnx.py"
     block = "import sys, runpy; sys.modules.update(jax=None, jaxlib=None, flax=None, jaxrl=None)"
-    run_it = f"{block}; sys.argv[0] = {str(program)!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
+    main = "runpy.run_path(sys.argv[0], run_name='__main__')"
+    run_it = f"{block}; sys.argv[0] = {str(program)!r}; {main}"
     proc = subprocess.run(
         [sys.executable, "-c", run_it, str(model), "--episodes", "3"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().endswith("mean 500.0"), proc.stdout
+
+
+def test_guide_shows_the_example_programs_as_they_are():
+    guide = (REPO / "docs" / "guide" / "deploy.md").read_text()
+    for name in ("cartpole_onnx.py", "recurrent_onnx.py"):
+        program = (REPO / "examples" / "deploy" / name).read_text()
+        assert f"```python\n{program}```" in guide, name

@@ -50,4 +50,5 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     returns = play(args.model, args.envs, args.steps, args.seed)
-    print(f"{len(returns)} episodes; mean return {np.mean(returns) if returns else float('nan'):.1f}")
+    mean = np.mean(returns) if returns else float("nan")
+    print(f"{len(returns)} episodes; mean return {mean:.1f}")
