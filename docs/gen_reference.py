@@ -41,6 +41,7 @@ CLI_MODULES = (
     "jaxrl.tournament",
     "jaxrl.exploit",
     "jaxrl.extract",
+    "jaxrl.export",
     "jaxrl.render",
     "jaxrl.plot",
     "bench.throughput",

@@ -1,4 +1,5 @@
-"""The Python API: :func:`train`, :func:`evaluate` and :func:`load_policy`, as ``jaxrl.<name>``.
+"""The Python API: :func:`train`, :func:`evaluate`, :func:`load_policy` and :func:`export`,
+as ``jaxrl.<name>``.
 
     import jaxrl
 
@@ -9,6 +10,7 @@
     jaxrl.train(config, env=MyEnv, run_dir="runs/mine")    # as the CLI: config, events, checkpoints
     policy = jaxrl.load_policy("runs/mine")
     action = jax.jit(policy.act)(policy.params, obs, key)  # obs [B, *obs]: one row per agent
+    jaxrl.export("runs/mine", "policy.onnx")               # one file, runs without jaxrl
 
 ``jaxrl.train`` and ``jaxrl.evaluate`` are also the modules of ``python -m jaxrl.train`` and
 ``python -m jaxrl.evaluate``: those modules are callable (:class:`TrainModule`,
@@ -371,6 +373,40 @@ def _step(
     return out.action, out.hidden
 
 
+# ----------------------------------------------------------------------------- export
+
+
+def export(
+    run: TrainOutput | str | Path,
+    out: str | Path,
+    format: str = "onnx",  # noqa: A002 - the command's --format
+    **kwargs: Any,
+) -> Any:
+    """Write a run's policy as one ONNX or StableHLO file that runs without jaxrl.
+
+    The file is written only if it matches jaxrl's actions on observations played in the
+    run's env (see :mod:`jaxrl.export`). ``kwargs``: ``step``, ``member``, ``sample``,
+    ``check_steps``, ``check_envs``, ``seed``, ``atol``, as :func:`jaxrl.export.export` takes.
+
+    Args:
+      run: a run directory, or what :func:`train` returned with a ``run_dir``.
+      out: the file to write.
+      format: ``"onnx"`` (onnxruntime, no JAX; ``pip install 'jaxrl[onnx]'``) or
+        ``"stablehlo"`` (``jax.export.deserialize``).
+
+    Returns:
+      A :class:`jaxrl.export.ExportResult` (path, size, inputs and outputs, the check).
+    """
+    import importlib  # noqa: PLC0415
+
+    if isinstance(run, TrainOutput):
+        if run.run_dir is None:
+            raise ValueError("export needs a run directory: train with run_dir= to export")
+        run = run.run_dir
+    module = importlib.import_module("jaxrl.export")
+    return module.__dict__["export"](run, out, format, **kwargs)
+
+
 # ----------------------------------------------------------------------------- modules
 
 
@@ -379,6 +415,13 @@ class TrainModule(types.ModuleType):
 
     def __call__(self, *args: Any, **kwargs: Any) -> TrainOutput:
         return train(*args, **kwargs)
+
+
+class ExportModule(types.ModuleType):
+    """The class of the ``jaxrl.export`` module: calling it calls :func:`export`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return export(*args, **kwargs)
 
 
 class EvaluateModule(types.ModuleType):

@@ -46,6 +46,7 @@ COMMANDS: Mapping[str, Command] = MappingProxyType(
         "extract": Command(
             "jaxrl.extract", "write one member of a population run as a run of its own"
         ),
+        "export": Command("jaxrl.export", "write a policy as one ONNX or StableHLO file"),
         "render": Command("jaxrl.render", "render an episode of a trained policy to a GIF"),
         "plot": Command("jaxrl.plot", "figures from a run's TensorBoard event files"),
         "bench": Command("bench.throughput", "env, train and inference throughput"),

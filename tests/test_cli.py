@@ -22,8 +22,8 @@ def test_console_script_is_declared():
 
 def test_every_command_has_a_main():
     assert list(cli.COMMANDS) == [
-        "train", "evaluate", "check-env", "tournament", "exploit", "extract", "render", "plot",
-        "bench",
+        "train", "evaluate", "check-env", "tournament", "exploit", "extract", "export", "render",
+        "plot", "bench",
     ]  # fmt: skip
     for command in cli.COMMANDS.values():
         assert callable(importlib.import_module(command.module).main)
