@@ -46,6 +46,7 @@ CLI_MODULES = (
     "jaxrl.plot",
     "bench.throughput",
     "bench.league_population",
+    "bench.random_policy",
 )
 # Installed console scripts (pyproject.toml [project.scripts]) and the module each runs.
 CONSOLE_SCRIPTS = {

@@ -327,13 +327,20 @@ def _adapt_step(name: str, env: Any) -> Any:
     """``env``, or :class:`envs.suites.legacy.LegacyStep` if its step returns five values.
 
     The step's arity is traced once per name (``jax.eval_shape``: no compute). An object that
-    is not an env is left to :func:`make`'s own check.
+    is not an env is left to :func:`make`'s own check, and so is a step that fails to trace
+    (a Python ``if`` on a traced value, a foreign space, wrong shapes): the env checker
+    (:mod:`envs.check`, run before every training) names the cause in one line.
     """
     if not isinstance(env, protocols.Env):
         return env
     key = (name, type(env))
     if key not in _LEGACY_STEP:
-        _LEGACY_STEP[key] = legacy.adapt(env, name) is not env
+        try:
+            _LEGACY_STEP[key] = legacy.adapt(env, name) is not env
+        except legacy.StepArityError:
+            raise
+        except Exception:  # noqa: BLE001 - a step that does not trace: envs.check says why
+            return env
     return legacy.LegacyStep(env) if _LEGACY_STEP[key] else env
 
 

@@ -91,13 +91,6 @@ def test_a_multi_agent_two_team_env_summary():
         ("PythonIf", PYTHON_IF),
         ("RaisingFactory", RAISES),
         (
-            "OldApi",
-            "env 'bad_envs:OldApi': step returns 5 values (obs, state, reward, done, info), the "
-            "old gymnax API; gymnax 1.x's step returns 6 (obs, state, reward, terminated, "
-            "truncated, info): subclass gymnax>=1.0's Environment and return (obs, state, "
-            "reward, terminated, info) from step_env",
-        ),
-        (
             "IntObs",
             "env 'bad_envs:IntObs': reset returns int32 observations (observation_space: "
             "float32): return float32 (obs.astype(jnp.float32)), or uint8 images with a uint8 "
@@ -133,6 +126,16 @@ def test_a_multi_agent_two_team_env_summary():
 )
 def test_each_broken_rule_is_one_line(env, message):
     assert failure(f"bad_envs:{env}") == message
+
+
+def test_an_old_api_env_by_import_path_is_adapted_and_passes():
+    """A five-value step (gymnax < 1.0) is no failure any more: envs.make wraps it in
+    LegacyStep, and the adapted env meets every rule the checker reads."""
+    from envs.suites.legacy import LegacyStep  # noqa: PLC0415
+
+    env, params = check.make("bad_envs:OldApi")
+    assert isinstance(env, LegacyStep)
+    check.check("bad_envs:OldApi", env, params)
 
 
 def test_a_time_limit_that_terminates_is_found_by_a_real_step():

@@ -153,8 +153,7 @@ def test_only_process_zero_writes_logs(runs):
 _LEAGUE_CHILD = """
 import json, sys
 import jax, numpy as np
-sys.path.insert(0, "tests")
-from conftest import tiny_selfplay
+from tests.conftest import tiny_selfplay
 from jaxrl.config import config_from_dict
 from jaxrl.train import train
 config = config_from_dict(tiny_selfplay(
@@ -197,7 +196,7 @@ def test_league_state_is_identical_on_every_device(tmp_path):
 
 def test_grouped_run_resumes_only_on_its_device_count(tmp_path):
     """A run whose env groups are per device refuses another device count, in one line."""
-    from conftest import tiny_selfplay  # noqa: PLC0415
+    from tests.conftest import tiny_selfplay  # noqa: PLC0415
 
     from jaxrl.config import config_from_dict  # noqa: PLC0415
     from jaxrl.setup import make_setup  # noqa: PLC0415

@@ -74,11 +74,16 @@ def step_arity(env: Any, params: Any) -> int:
     return len(out) if isinstance(out, tuple) else -1
 
 
+class StepArityError(ValueError):
+    """A step that returns neither gymnax 1.x's six values nor gymnax < 1.0's five."""
+
+
 def adapt(env: Any, name: str) -> Any:
     """``env`` if its step returns six values, :class:`LegacyStep` ``(env)`` if five.
 
     Raises:
-      ValueError: one line naming the env and what its step returned, for any other arity.
+      StepArityError: one line naming the env and what its step returned, for any other
+        arity.
     """
     arity = step_arity(env, env.default_params)
     if arity == 6:
@@ -86,7 +91,7 @@ def adapt(env: Any, name: str) -> Any:
     if arity == 5:
         return LegacyStep(env)
     got = f"{arity} values" if arity >= 0 else "no tuple"
-    raise ValueError(
+    raise StepArityError(
         f"env {name!r}: its step returned {got}; expected 6 (obs, state, reward, terminated, "
         "truncated, info; gymnax >= 1.0) or 5 (obs, state, reward, done, info; gymnax < 1.0)"
     )
