@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 from tqdm import tqdm
 
 from jaxrl.config import Config
+from jaxrl.networks import ActorCritic
 from jaxrl.setup import Setup
 
 
@@ -94,11 +95,16 @@ def schedule_line(config: Config, start_update: int) -> str:
     return line + f" in chunks of {config.chunk_updates}; starting at update {start_update}"
 
 
-def _network_line(config: Config) -> str:
+def _network_line(config: Config, network: Any) -> str:
     net = config.network
     core = f", {net.core.upper()} {net.core_size}" if net.core != "none" else ""
     torsos = "shared" if net.shared_torso else "separate"
-    return f"MLP {list(net.hidden_sizes)} {net.activation}, {torsos} torsos{core}"
+    encoders = network.encoders if isinstance(network, ActorCritic) else None
+    images = [leaf for leaf in encoders or () if leaf.kind != "flat"]
+    cnn = "".join(
+        f"{leaf.kind} CNN on {leaf.name} {'x'.join(map(str, leaf.shape))}, " for leaf in images
+    )
+    return f"{cnn}MLP {list(net.hidden_sizes)} {net.activation}, {torsos} torsos{core}"
 
 
 def _features_line(config: Config) -> str:
@@ -125,7 +131,7 @@ def _base_lines(config: Config, setup: Setup, run_dir: Path, start_update: int) 
         f"{'discrete' if setup.discrete else 'continuous'} actions, obs {setup.obs_shape}",
         f"  batch        {batch_line(config, setup)}",
         f"  schedule     {schedule_line(config, start_update)}",
-        f"  network      {_network_line(config)}",
+        f"  network      {_network_line(config, setup.network)}",
         f"  features     {_features_line(config)}",
         f"  checkpoints  {saves}, keep the last {config.checkpoint.keep}; "
         "Ctrl-C or SIGTERM saves the chunk in flight",

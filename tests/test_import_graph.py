@@ -139,6 +139,7 @@ CORE = (
     "jaxrl.opponents",
     "jaxrl.acting",
     "jaxrl.networks",
+    "jaxrl.encoders",
     "jaxrl.normalize",
     "jaxrl.types",
 )

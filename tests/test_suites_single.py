@@ -14,12 +14,13 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 from flax import struct
 from gymnax.environments import spaces
 
 import envs
-from envs import suites
+from envs import protocols, suites
 from envs.suites.legacy import LegacyStep
 from envs.suites.spaces import to_gymnax_space
 
@@ -298,18 +299,20 @@ def test_the_craftax_class_by_import_path_goes_through_the_legacy_adapter():
 # ----------------------------------------------------------------- end to end
 
 
-@pytest.mark.slow
-def test_train_craftax_by_name_then_evaluate_from_the_run_dir(tmp_path):
-    pytest.importorskip("craftax")
+def test_train_by_name_then_evaluate_and_render_from_the_run_dir(tmp_path):
+    """A suite env with constructor arguments (navix.make's max_steps) trains, and a fresh
+    process finds it again from the run directory alone: evaluate plays it with the same
+    arguments (episodes end by 20 steps), render says in one line that Navix has no renderer."""
+    pytest.importorskip("navix")
     import jaxrl  # noqa: PLC0415
 
-    run_dir = tmp_path / "craftax"
+    run_dir = tmp_path / "navix"
     overrides = [
         "env.num_envs=2", "ppo.num_steps=8", "ppo.num_minibatches=1", "ppo.update_epochs=1",
         "network.hidden_sizes=[8]", "train.total_steps=32", "train.updates_per_chunk=1",
-        "env.kwargs={max_timesteps: 20}",
+        "env.make_kwargs={max_steps: 20}",
     ]  # fmt: skip
-    jaxrl.train("configs/craftax_classic.yaml", overrides=overrides, run_dir=run_dir, quiet=True)
+    jaxrl.train("configs/navix_doorkey.yaml", overrides=overrides, run_dir=run_dir, quiet=True)
     done = subprocess.run(
         [sys.executable, "-m", "jaxrl.evaluate", "--run-dir", str(run_dir), "--episodes", "2",
          "--json"],
@@ -318,3 +321,23 @@ def test_train_craftax_by_name_then_evaluate_from_the_run_dir(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["episodes"] == 2 and result["mean_length"] <= 20
+    render = subprocess.run(
+        [sys.executable, "-m", "jaxrl.render", "--run-dir", str(run_dir), "--out",
+         str(tmp_path / "navix.gif")],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert render.returncode == 2, render.stderr[-2000:]
+    assert len(render.stderr.strip().splitlines()) == 1 and "renderer" in render.stderr
+
+
+def test_craftax_renders_with_its_own_pixel_renderer():
+    pytest.importorskip("craftax")
+    env, params = envs.make("craftax:Craftax-Classic-Symbolic-v1")
+    module = protocols.renderer(env)
+    assert module is not None and module.__name__ == "envs.suites.craftax_render"
+    keys = jax.random.split(jax.random.key(0), 2)
+    states = jax.vmap(env.reset, (0, None))(keys, params)[1]  # two worlds, stacked as [T=2]
+    frames = module.render_frames(states, params)
+    assert len(frames) == 2 and frames[0].dtype == np.uint8 and frames[0].shape[2] == 3
+    assert frames[0].shape[0] % 16 == 0 and frames[0].shape[1] % 16 == 0  # 16-pixel blocks
+    assert not np.array_equal(frames[0], frames[1])  # two different worlds

@@ -70,3 +70,18 @@ def test_done_line_carries_the_status():
         "done: 3,072 env steps, 1,234 env steps/s after 2.5 s compile, last episode return 21, "
         "stage 2/2 (long); run dir runs/x"
     )
+
+
+def test_network_line_names_the_cnn_of_each_image_leaf():
+    from jaxrl.summary import _network_line  # noqa: PLC0415
+
+    pixels = make_tiny_config("env.name=envs.probes:PixelProbe")  # 12x12x1 frames: small CNN
+    assert _network_line(pixels, make_setup(pixels).network).startswith(
+        "small CNN on obs 12x12x1, MLP ["
+    )
+    leaves = make_tiny_config("env.name=envs.probes:DictProbe")  # a 6x6x1 grid and a flag
+    assert _network_line(leaves, make_setup(leaves).network).startswith(
+        "small CNN on grid 6x6x1, MLP ["
+    )
+    vector = make_tiny_config()
+    assert _network_line(vector, make_setup(vector).network).startswith("MLP [")

@@ -59,6 +59,9 @@ class Craftax(environment.Environment):
         super().__init__()
         self.env_id = env_id
         self.inner = inner  # craftax's EnvironmentNoAutoReset subclass instance
+        # envs.protocols.RenderableEnv: Craftax's own pixel renderer (jaxrl render)
+        full = not env_id.startswith("Craftax-Classic")
+        self.renderer = "envs.suites.craftax_render" + ("_full" if full else "")
 
     @property
     def name(self) -> str:
