@@ -107,13 +107,23 @@ def cnn_layers(kind: str, channels: Sequence[int]) -> tuple[tuple[int, int, int,
     return tuple((c, SMALL_KERNEL, 1, SMALL_KERNEL // 2) for c in channels)
 
 
+def zero_pad(x: jax.Array, pad: int) -> jax.Array:
+    """``[C, M, H, W] -> [C, M, H + 2 pad, W + 2 pad]``, zeros around: ``jnp.pad``'s values,
+    written as concatenations, which the ONNX converter lowers with a dynamic batch axis (its
+    ``pad`` needs every size known)."""
+    rows = jnp.zeros_like(x[:, :, :pad, :])
+    x = jnp.concatenate([rows, x, rows], axis=2)
+    cols = jnp.zeros_like(x[:, :, :, :pad])
+    return jnp.concatenate([cols, x, cols], axis=3)
+
+
 def conv_features(x: jax.Array, layers, dtype: Any) -> jax.Array:
     """relu(:class:`PatchConv`) per layer, channels first ``[C, M, H, W]``, then the features
     flattened ``(h, w, c)``: ``[M, H' * W' * C']``. Call it inside a compact module: the
     layers are that module's ``PatchConv_<i>``."""
     for features, kernel, stride, pad in layers:
         if pad:
-            x = jnp.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+            x = zero_pad(x, pad)
         x = nn.relu(PatchConv(features, kernel, stride, dtype)(x))
     return jnp.transpose(x, (1, 2, 3, 0)).reshape((x.shape[1], -1))
 

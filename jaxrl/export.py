@@ -36,6 +36,7 @@ import logging
 import re
 import string
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ class Deployable:
     action_dim: int  # logits (discrete) or action components (continuous)
     config: Any  # the run's Config
     record: Callable[..., Recording]  # (policy, act_fn, steps, num_envs, seed) -> Recording
+    masked: bool = False  # the env declares legal actions: the file takes a legal mask
 
     @property
     def recurrent(self) -> bool:
@@ -76,9 +78,10 @@ class Deployable:
 class Recording:
     """Observations of ``B`` rows over ``T`` steps, as the policy saw them while playing."""
 
-    def __init__(self, obs: np.ndarray, reset: np.ndarray):
+    def __init__(self, obs: np.ndarray, reset: np.ndarray, legal: np.ndarray | None = None):
         self.obs = obs  # [T, B, *obs] the env's dtype
         self.reset = reset  # [T, B] bool, the row starts an episode
+        self.legal = legal  # [T, B, n] bool legal actions fed to both sides (masked envs)
 
 
 def jax_leaves(tree: Any) -> list:
@@ -110,6 +113,7 @@ def restore(run_dir: str | Path, step: int | None = None, member: int = 0) -> De
 def _restore_jax(run_dir: Path, step: int | None, member: int) -> Deployable:
     import jax  # noqa: PLC0415
 
+    from envs import protocols  # noqa: PLC0415
     from jaxrl.play import load_policy  # noqa: PLC0415
 
     setup, policy, step = load_policy(run_dir, step)
@@ -126,6 +130,7 @@ def _restore_jax(run_dir: Path, step: int | None, member: int) -> Deployable:
         action_dim=_action_dim(setup.policy, policy, setup.obs_shape),
         config=setup.config,
         record=functools.partial(_record_jax, setup),
+        masked=setup.policy.discrete and protocols.action_masked(setup.env) is not None,
     )
 
 
@@ -248,6 +253,8 @@ def signature(run: Deployable, obs_shape: tuple, obs_dtype: Any, sample: bool) -
     inputs = [("obs", ("b", *obs_shape), np.dtype(obs_dtype))]
     if width:
         inputs += [("carry_in", ("b", width), np.dtype("float32")), ("reset", ("b",), np.bool_)]
+    if run.masked:
+        inputs += [("legal", ("b", run.action_dim), np.dtype(np.bool_))]
     if sample:
         inputs += [("noise", ("b", run.action_dim), np.dtype("float32"))]
     outputs = ["action", *(("logits",) if run.spec.discrete else ("mean", "std")), "value"]
@@ -263,6 +270,7 @@ def policy_function(run: Deployable, sig: Signature) -> Callable[[dict], dict]:
     import jax  # noqa: PLC0415
     import jax.numpy as jnp  # noqa: PLC0415
 
+    from jaxrl.networks import mask_logits  # noqa: PLC0415
     from jaxrl.normalize import normalize  # noqa: PLC0415
 
     spec, policy = run.spec, jax.device_get(run.policy)
@@ -279,7 +287,7 @@ def policy_function(run: Deployable, sig: Signature) -> Callable[[dict], dict]:
         hidden, out, value = spec.network.apply(policy.params, hidden, x[None], reset[None])
         result = {"value": value[0]}
         if spec.discrete:
-            logits = out[0]
+            logits = mask_logits(out[0], inputs.get("legal"))  # illegal: float32's minimum
             score = logits - jnp.log(-jnp.log(inputs["noise"])) if "noise" in inputs else logits
             result |= {"action": jnp.argmax(score, -1).astype(jnp.int32), "logits": logits}
         else:
@@ -400,7 +408,16 @@ def to_onnx(fn: Callable[[dict], dict], sig: Signature, config: Any = None) -> b
         )
     except NotImplementedError as err:
         raise ExportError(unsupported_line(err, closed, config)) from None
+    except Exception as err:  # noqa: BLE001 - the converter fails inside an op's lowering
+        raise ExportError(unsupported_line(err, closed, config, failing_op(err))) from None
     return model.SerializeToString()
+
+
+def failing_op(err: Exception) -> str | None:
+    """The op whose jax2onnx lowering raised ``err`` (its plugin module's name), or None."""
+    frames = traceback.extract_tb(err.__traceback__)
+    plugins = [Path(f.filename).stem for f in frames if "jax2onnx/plugins" in f.filename]
+    return plugins[-1] if plugins else None
 
 
 # Primitives whose sub-jaxpr is inlined (jax2onnx patches jnp.shape while it traces, which
@@ -476,15 +493,16 @@ _OPTIONS = (
     ("cell", "network.core"),  # the core's scanned step (its own name stack inside the scan)
     ("entities", "network.entity_width"),
     ("NatureEncoder", "the Nature CNN of image observations"),
+    ("encoder", "network.encoder"),
     ("torso", "network.hidden_sizes / network.activation"),
     ("head", "the action and value heads"),
 )
 
 
-def unsupported_line(err: Exception, closed: Any, config: Any) -> str:
+def unsupported_line(err: Exception, closed: Any, config: Any, op: str | None = None) -> str:
     """One line: the op jax2onnx cannot express and the network option that uses it."""
     found = re.search(r"primitive '([^']+)'", str(err))
-    op = found.group(1) if found else str(err).splitlines()[0]
+    op = op or (found.group(1) if found else str(err).splitlines()[0])
     eqns = [e for e in _eqns(closed.jaxpr) if e.primitive.name == op]
     where = sorted({str(e.source_info.name_stack) for e in eqns})
     option = next((o for part, o in _OPTIONS if any(part in w for w in where)), None)
@@ -514,6 +532,15 @@ def _eqns(jaxpr: Any):
 
 
 # ----------------------------------------------------------------------------- the check
+
+
+def random_legal(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """bool ``[T, B, n]`` masks for the check of a masked policy: each action legal with
+    probability 1/2, at least one a row, so the file's masking is compared with act's."""
+    rng = np.random.default_rng(seed + 1)
+    legal = rng.random(shape) < 0.5
+    np.put_along_axis(legal, rng.integers(0, shape[-1], shape[:-1])[..., None], True, -1)
+    return legal
 
 
 def make_noise(sig: Signature, rec: Recording, seed: int) -> np.ndarray | None:
@@ -548,13 +575,17 @@ def replay_jaxrl(
 
     sampled = noise is not None
     eps = noise if sampled else np.zeros(rec.reset.shape, np.float32)
+    legal = rec.legal if rec.legal is not None else np.ones(rec.reset.shape, bool)
 
     def step(hidden: Any, xs: tuple) -> tuple[Any, dict]:
-        obs, reset, e = xs
-        out = act(run.spec, run.policy, hidden, obs, reset, jax.random.key(0), True)
+        obs, reset, e, ok = xs
+        mask = ok if rec.legal is not None else None
+        out = act(run.spec, run.policy, hidden, obs, reset, jax.random.key(0), True, legal=mask)
         inputs = {"obs": obs}
         if sig.carry_width:
             inputs |= {"carry_in": flat(hidden), "reset": reset}
+        if mask is not None:
+            inputs["legal"] = mask
         if sampled:
             inputs["noise"] = e
         ref = fn(inputs) | {"value": out.value, "greedy": out.action}
@@ -565,7 +596,7 @@ def replay_jaxrl(
         return out.hidden, ref
 
     scan = jax.jit(lambda xs: jax.lax.scan(step, run.initial_hidden(rows), xs)[1])
-    return jax.device_get(scan((rec.obs, rec.reset, eps)))
+    return jax.device_get(scan((rec.obs, rec.reset, eps, legal)))
 
 
 def file_runner(blob: bytes, fmt: str, sig: Signature) -> Callable[[dict], dict]:
@@ -595,6 +626,8 @@ def replay_file(
         inputs = {"obs": rec.obs[t]}
         if sig.carry_width:
             inputs |= {"carry_in": carry, "reset": rec.reset[t]}
+        if rec.legal is not None:
+            inputs["legal"] = rec.legal[t]
         if noise is not None:
             inputs["noise"] = noise[t]
         out = runner(inputs)
@@ -631,8 +664,13 @@ class CheckResult:
         )
 
 
-def compare(ref: dict, got: dict, sig: Signature, noise: Any, atol: float = ATOL) -> CheckResult:
-    """The check's numbers (see :class:`CheckResult`)."""
+def compare(
+    ref: dict, got: dict, sig: Signature, noise: Any, atol: float = ATOL, legal: Any = None
+) -> CheckResult:
+    """The check's numbers (see :class:`CheckResult`); ``legal [T, B, n]``: the logits of
+    illegal actions (float32's minimum on both sides) are left out of the differences."""
+    if legal is not None:
+        ref, got = ({**d, "logits": np.where(legal, d["logits"], 0.0)} for d in (ref, got))
     floats = [k for k in sig.outputs if k != "action" or "logits" not in sig.outputs]
     diff = {k: float(np.max(np.abs(got[k] - ref[k]), initial=0.0)) for k in floats}
     limit = {k: atol * max(1.0, float(np.max(np.abs(ref[k]), initial=0.0))) for k in floats}
@@ -700,13 +738,15 @@ def export(
         import_jax2onnx()  # the pip command before anything slow
     run = restore(run_dir, step, member)
     rec = record(run, check_steps, check_envs, seed)
+    if run.masked:
+        rec.legal = random_legal(rec.reset.shape + (run.action_dim,), seed)
     sig = signature(run, rec.obs.shape[2:], rec.obs.dtype, sample)
     fn = policy_function(run, sig)
     blob = to_onnx(fn, sig, run.config) if format == "onnx" else to_stablehlo(fn, sig)
     noise = make_noise(sig, rec, seed)
     ref = replay_jaxrl(run, sig, fn, rec, noise)
     got = replay_file(file_runner(blob, format, sig), sig, rec, noise)
-    check = compare(ref, got, sig, noise, atol)
+    check = compare(ref, got, sig, noise, atol, rec.legal)
     if not check.ok:
         raise ExportError(f"refused to write {out}: the file does not match jaxrl: {check.line()}")
     path = Path(out)

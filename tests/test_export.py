@@ -57,6 +57,9 @@ def runs(tmp_path_factory, selfplay_run) -> dict[str, Path]:
                          "network.hidden_sizes=[16]", "network.core_size=8",
                          "env.normalize_obs=true"),
         "soccer": selfplay_run.run_dir,  # the session's tiny two-team league (shared policy)
+        # an env with legal actions: the file takes a legal mask (its best action is illegal)
+        "masked": tiny_run(root / "masked", "cartpole.yaml", "env.name=envs.probes:MaskedBandit",
+                           "network.hidden_sizes=[16]"),
     }  # fmt: skip
     try:
         import envpool  # noqa: F401, PLC0415
@@ -97,10 +100,15 @@ LOADER = textwrap.dedent(
             inputs = {"obs": d["obs"][t]}
             if carry.shape[1]:
                 inputs |= {"carry_in": carry, "reset": d["reset"][t]}
+            if "legal" in d:
+                inputs["legal"] = d["legal"][t]
             out = run(inputs)
             carry = out.get("carry_out", carry)
             actions.append(out["action"])
         assert np.array_equal(np.stack(actions), d["action"]), path
+        if "legal" in d:  # never an action the mask forbids
+            picked = np.take_along_axis(d["legal"], np.stack(actions)[..., None], -1)
+            assert picked.all(), path
         print("matched", path, np.stack(actions).size)
     """
 )
@@ -114,9 +122,12 @@ def export_all(runs: dict[str, Path], fmt: str, tmp: Path) -> list[str]:
         assert result.check.ok and result.check.actions_agree == result.check.actions_total
         sig = result.signature
         assert (sig.carry_width > 0) == (name == "lstm")
+        assert ("legal" in [n for n, _, _ in sig.inputs]) == (name == "masked")
         data = tmp / f"{name}.npz"
+        legal = {} if result.recording.legal is None else {"legal": result.recording.legal}
         np.savez(data, obs=result.recording.obs, reset=result.recording.reset,
-                 action=result.reference["action"], carry_width=sig.carry_width)  # fmt: skip
+                 action=result.reference["action"], carry_width=sig.carry_width,
+                 **legal)  # fmt: skip
         argv += [str(result.path), str(data)]
     return argv
 
