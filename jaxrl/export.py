@@ -135,18 +135,10 @@ def _restore_jax(run_dir: Path, step: int | None, member: int) -> Deployable:
 
 
 def _restore_host(run_dir: Path, step: int | None) -> Deployable:
-    from jaxrl.checkpoint import Checkpointer  # noqa: PLC0415
-    from jaxrl.config.loader import load_run_config  # noqa: PLC0415
-    from jaxrl.hostenv.learner import policy_of  # noqa: PLC0415
-    from jaxrl.hostenv.loop import build  # noqa: PLC0415
+    from jaxrl.hostenv.loop import restore_host_policy  # noqa: PLC0415
 
-    config = load_run_config(run_dir)
-    spec, runner = build(config)
-    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)
-    try:
-        policy, step = checkpointer.restore_policy(policy_of(runner), step)
-    finally:
-        checkpointer.close()
+    spec, policy, step = restore_host_policy(run_dir, step)
+    config = spec.config
     return Deployable(
         spec=spec.policy,
         policy=policy,

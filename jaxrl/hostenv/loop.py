@@ -328,6 +328,19 @@ def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, si
     )  # fmt: skip
 
 
+def restore_host_policy(run_dir: str | Path, step: int | None) -> tuple[Any, Any, int]:
+    """``(spec, policy, step)``: a host run's built spec and its policy at ``step`` (None: the
+    latest checkpoint)."""
+    config = load_run_config(run_dir)
+    spec, runner = build(config)
+    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)
+    try:
+        policy, step = checkpointer.restore_policy(policy_of(runner), step)
+    finally:
+        checkpointer.close()
+    return spec, policy, int(step)
+
+
 def evaluate_host(
     run_dir: str | Path, episodes: int, step: int | None, seed: int, deterministic: bool
 ) -> Any:
@@ -338,13 +351,8 @@ def evaluate_host(
     """
     from jaxrl.evaluate import EvalResult  # noqa: PLC0415 - jaxrl.evaluate dispatches here
 
-    config = load_run_config(run_dir)
-    spec, runner = build(config)
-    checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=False)
-    try:
-        policy, step = checkpointer.restore_policy(policy_of(runner), step)
-    finally:
-        checkpointer.close()
+    spec, policy, step = restore_host_policy(run_dir, step)
+    config = spec.config
     num_envs = min(episodes, config.env.num_envs)
     vec = make_vec(config.env.backend, config.env.name, num_envs, seed, config.env.kwargs)
     try:
