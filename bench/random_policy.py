@@ -86,7 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--run-dir", help="a run directory of jaxrl.train (its env and params)")
     where.add_argument("--env", help="an env name, e.g. jumanji:Snake-v1 (default params)")
-    parser.add_argument("--make-kwargs", default="{}", help="with --env: the factory's arguments (JSON)")
+    parser.add_argument(
+        "--make-kwargs", default="{}", help="with --env: the factory's arguments (JSON)"
+    )
     parser.add_argument("--episodes", type=int, default=16, help="episodes (vmapped)")
     parser.add_argument("--seed", type=int, default=0, help="random seed")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -198,8 +198,9 @@ def resolve(name: str, fallback: str = "") -> Callable[[], Any]:
     """The factory of env ``name``: the one lookup every command goes through.
 
     Looked up in order: envs registered in this process (ours included), gymnax's names,
-    a suite's env ``"<suite>:<env id>"`` (:mod:`envs.suites`), an import path ``"pkg.module:Factory"``, the ``jaxrl.envs`` entry points of installed
-    packages, and finally ``fallback`` (a run's recorded ``env.source``, an import path).
+    a suite's env ``"<suite>:<env id>"`` (:mod:`envs.suites`), an import path
+    ``"pkg.module:Factory"``, the ``jaxrl.envs`` entry points of installed packages, and
+    finally ``fallback`` (a run's recorded ``env.source``, an import path).
 
     Raises:
       ValueError: one line: an unknown name, or an import that fails.

@@ -196,11 +196,10 @@ def test_league_state_is_identical_on_every_device(tmp_path):
 
 def test_grouped_run_resumes_only_on_its_device_count(tmp_path):
     """A run whose env groups are per device refuses another device count, in one line."""
-    from tests.conftest import tiny_selfplay  # noqa: PLC0415
-
     from jaxrl.config import config_from_dict  # noqa: PLC0415
     from jaxrl.setup import make_setup  # noqa: PLC0415
     from jaxrl.train import TrainingError, _check_resume_devices  # noqa: PLC0415
+    from tests.conftest import tiny_selfplay  # noqa: PLC0415
 
     setup = make_setup(config_from_dict(tiny_selfplay()))
     _check_resume_devices(setup, 1)

@@ -328,9 +328,7 @@ class _NoAnchorNim(Nim):
 
 
 def test_league_requirements_of_a_two_player_env():
-    from envs.protocols import league_problem  # noqa: PLC0415
-
-    from envs.protocols import scripted_kinds  # noqa: PLC0415
+    from envs.protocols import league_problem, scripted_kinds  # noqa: PLC0415
 
     assert league_problem(Nim()) is None
     # no rule policy: the random (legal) mover is the anchor, under the name "rule"

@@ -44,4 +44,6 @@ def save_gif(frames: Sequence[np.ndarray], path: Path, fps: int = 15) -> None:
     """Write ``frames`` as a looping GIF."""
     path.parent.mkdir(parents=True, exist_ok=True)
     images = [Image.fromarray(f) for f in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
+    images[0].save(
+        path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0
+    )
