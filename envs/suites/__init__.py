@@ -65,7 +65,8 @@ SUITES: dict[str, Suite] = {
             "kinetix",
             "kinetix",
             "envs.suites.kinetix",
-            note="kinetix-env pins jax<=0.9.0, jaxrl needs jax 0.10",
+            note="kinetix-env pins jax<=0.9.0: installing it downgrades jax and flax below the "
+            "versions jaxrl is tested on (jax 0.10)",
             refused=True,
         ),
     )
