@@ -308,6 +308,7 @@ class _NimRules(environment.Environment[NimState, NimParams]):
     """
 
     num_agents = 2
+    cooperative = False  # static: the rewards' rule (see _rewards)
 
     def __init__(self, max_pile: int = 7):
         super().__init__()
@@ -329,7 +330,11 @@ class _NimRules(environment.Environment[NimState, NimParams]):
         return jnp.broadcast_to(legal, (2, 3))
 
     def _rewards(self, winner: jax.Array) -> jax.Array:
-        raise NotImplementedError
+        """float32 ``[2]`` on the last step: +1 to ``winner``, -1 to the other; cooperative
+        (:class:`CoopNim`): 1 to both when slot 0 took the last stone, else 0."""
+        if self.cooperative:
+            return jnp.broadcast_to(jnp.where(winner == 0, 1.0, 0.0), (2,))
+        return jnp.where(jnp.arange(2) == winner, 1.0, -1.0)
 
     def step_env(self, key: jax.Array, state: NimState, action: Any, params):
         del key
@@ -385,9 +390,6 @@ class Nim(_NimRules):
     team_size = 1
     scripted_kinds = types.MappingProxyType({"random": NIM_RANDOM, "rule": NIM_RULE})
 
-    def _rewards(self, winner: jax.Array) -> jax.Array:
-        return jnp.where(jnp.arange(2) == winner, 1.0, -1.0)
-
     def scripted_team_actions(
         self, key: jax.Array, team_obs: jax.Array, kind: jax.Array, skill: jax.Array
     ) -> jax.Array:
@@ -411,8 +413,7 @@ class CoopNim(_NimRules):
     last stone, 0 when slot 1 does. A single-team turn-based env: each slot trains on its
     own moves, and slot 1 must learn to leave slot 0 a pile of at most 3."""
 
-    def _rewards(self, winner: jax.Array) -> jax.Array:
-        return jnp.broadcast_to(jnp.where(winner == 0, 1.0, 0.0), (2,))
+    cooperative = True
 
     @property
     def name(self) -> str:

@@ -564,9 +564,10 @@ def learner_actions(
 
 def default_kind(env: Any) -> int:
     """The scripted kind ``FROM_PARAMS`` means for env params that name none (params without
-    :class:`envs.protocols.ScriptedOpponentParams`): ``"rule"``, else the env's first kind."""
-    kinds = protocols.two_team(env).scripted_kinds
-    return int(kinds["rule"] if "rule" in kinds else next(iter(kinds.values())))
+    :class:`envs.protocols.ScriptedOpponentParams`): the league's anchor ``"rule"``
+    (:func:`envs.protocols.scripted_kinds`), else the env's first kind."""
+    kinds = protocols.scripted_kinds(env)  # "rule": the env's, or its random mover
+    return kinds.get(protocols.LEAGUE_ANCHOR, next(iter(kinds.values())))
 
 
 def opponent_kinds(

@@ -234,8 +234,7 @@ def learn(
     """
     advantages, targets, weight = advantages_of(traj, last_value, hyper)
     batch = training_batch(spec, traj, start_hidden, advantages, targets, weight)
-    # A turn-based env trains each row on its own moves only: the loss weighs by the mask.
-    loss = spec.loss.replace(values=hyper, masked=spec.loss.masked or weight is not None)
+    loss = spec.loss.replace(values=hyper)  # masked for a turn-based env (setup.loss_switches)
     state, steps = update_epochs(spec.update, loss, hyper.lr, state, batch, key, step_stats)
     return Learned(state=state, steps=steps, targets=targets)
 

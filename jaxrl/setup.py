@@ -263,7 +263,7 @@ def make_setup(config: Config) -> Setup:
     built = (build(context) for build in FEATURE_BUILDERS)
     optimizer = make_optimizer(config)
     update_spec = make_update_spec(config, network, discrete, optimizer)
-    loss_hp = loss_switches(config, layout)
+    loss_hp = loss_switches(config, layout, env)
     setup = Setup(
         config=config,
         env=env,
@@ -371,15 +371,16 @@ def make_network(
     )
 
 
-def loss_switches(config: Config, layout: Layout) -> LossHyperparams:
+def loss_switches(config: Config, layout: Layout, env: Any) -> LossHyperparams:
     """The loss's static switches; its coefficients are the member's ``Hyper``, set in-graph
-    (the config's own until then)."""
+    (the config's own until then). The loss weighs rows by a mask where several actors share
+    an env (empty slots) and where the env is turn-based (each row's own moves)."""
     ppo = config.ppo
     return LossHyperparams(
         values=base_hyper(config),
         clip_value=ppo.clip_value,
         normalize_advantages=ppo.normalize_advantages,
-        masked=layout.actors_per_env > 1,
+        masked=layout.actors_per_env > 1 or protocols.turn_based(env) is not None,
         axis=layout.axis,
     )
 
