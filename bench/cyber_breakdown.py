@@ -48,11 +48,11 @@ from envs.cyber import blue as cyber_blue
 from envs.cyber import env as cyber_env
 from envs.cyber import red as cyber_red
 from envs.cyber import tables as tb
-from jaxrl.acting import PolicyParams, act
-from jaxrl.checkpoint import CheckpointError
 from jaxrl.config import ConfigError
-from jaxrl.play import play_params
-from jaxrl.setup import Setup
+from jaxrl.core.acting import PolicyParams, act
+from jaxrl.run.checkpoint import CheckpointError
+from jaxrl.run.play import play_params
+from jaxrl.run.setup import Setup
 
 USER_HOSTS = (tb.USER1, tb.USER2, tb.USER3, tb.USER4)
 OPENING_STEPS = 4  # steps whose most frequent actions are reported

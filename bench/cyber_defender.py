@@ -62,12 +62,12 @@ from bench.cyber_fidelity import LENGTHS, RED_INDEX
 from envs.cyber import fingerprint
 from envs.cyber import red as cyber_red
 from envs.cyber import tables as cyber_tables
-from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import CheckpointError
+from jaxrl.commands.evaluate import run_episodes
 from jaxrl.config import ConfigError, load_run_config
-from jaxrl.evaluate import run_episodes
-from jaxrl.play import load_policy, play_params
-from jaxrl.setup import Setup
+from jaxrl.core.acting import PolicyParams
+from jaxrl.run.checkpoint import CheckpointError
+from jaxrl.run.play import load_policy, play_params
+from jaxrl.run.setup import Setup
 
 REDS = {red: RED_INDEX[red] for red in ("B_line", "Meander")}  # the active Reds' agent indices
 BUGS = {"2.1": False, "fixed": True}  # fix_bugs per column group: CybORG 2.1, CybORG++
@@ -167,7 +167,7 @@ class RedGated(nn.Module):
     ``{"params": {"b_line": ..., "meander": ...}}``. Play only: one step at a time.
     """
 
-    b_line: nn.Module  # jaxrl.networks.ActorCritic of the B_line run
+    b_line: nn.Module  # jaxrl.core.networks.ActorCritic of the B_line run
     meander: nn.Module  # and of the Meander run
 
     def __call__(self, hidden: GatedHidden, obs: jax.Array, is_first: jax.Array):
@@ -206,7 +206,7 @@ class Ensemble(nn.Module):
     ``{"params": {"members_0": ..., "members_1": ..., ...}}``.
     """
 
-    members: tuple[nn.Module, ...]  # jaxrl.networks.ActorCritic of each run (discrete)
+    members: tuple[nn.Module, ...]  # jaxrl.core.networks.ActorCritic of each run (discrete)
 
     def __call__(self, hidden: EnsembleHidden, obs: jax.Array, is_first: jax.Array):
         outputs = [
@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         description="A trained CAGE2 defender against the CAGE-2 leaderboard.",
     )
     parser.add_argument(
-        "--run-dir", help="a CAGE2 run written by jaxrl.train (DIR,DIR,...: an ensemble)"
+        "--run-dir", help="a CAGE2 run written by jaxrl.commands.train (DIR,DIR,...: an ensemble)"
     )
     parser.add_argument(
         "--b-line-run", help="with --meander-run: one defender per Red (DIR,...: an ensemble)"

@@ -26,9 +26,9 @@ import numpy as np
 
 from bench.cyber_defender import _check_cage2_run
 from envs.cyber import tables as tb
-from jaxrl.checkpoint import CheckpointError
 from jaxrl.config import ConfigError
-from jaxrl.play import load_policy
+from jaxrl.run.checkpoint import CheckpointError
+from jaxrl.run.play import load_policy
 
 ACTIVATIONS = ("tanh", "relu")  # what PolicyBlue implements
 

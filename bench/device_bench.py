@@ -27,10 +27,10 @@ import jax
 
 from bench.figures import Figure, Profile, cost, log, rate, time_calls
 from jaxrl.config import Config
-from jaxrl.rollout import rollout
-from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_run, make_plan, make_train_step
-from jaxrl.types import RunnerState
+from jaxrl.core.rollout import rollout
+from jaxrl.core.types import RunnerState
+from jaxrl.run.setup import Setup, make_setup
+from jaxrl.run.train_step import init_run, make_plan, make_train_step
 
 COPY_MARKERS = ("memcpy", "memset")
 

@@ -17,8 +17,8 @@ import jax
 import numpy as np
 
 from jaxrl.config import load_config
-from jaxrl.setup import make_setup
-from jaxrl.train_step import init_run, make_train_step
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_run, make_train_step
 
 QUIET = ["train.progress_bar=false", "checkpoint.every_updates=0"]
 

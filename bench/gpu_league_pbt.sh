@@ -4,18 +4,18 @@
 #   1. the soccer league, configs/soccer_selfplay.yaml at 4096 envs for LEAGUE_STEPS env steps,
 #      alone on the card (SIGINT at LEAGUE_S seconds saves the chunk in flight): issue 19's
 #      "one GPU, at most 5 minutes of training"; its TensorBoard figures (bench.run_report);
-#   2. its last checkpoint against the RulePolicy: jaxrl.tournament, 512 matches a team size
+#   2. its last checkpoint against the RulePolicy: jaxrl.commands.tournament, 512 matches a team size
 #      (Elo and win/draw/loss);
-#   3. exploitability: jaxrl.exploit, a best response from the agent's own weights for
+#   3. exploitability: jaxrl.commands.exploit, a best response from the agent's own weights for
 #      EXPLOIT_STEPS env steps at each of 1v1, 2v2 and 3v3 (one program), 512 matches a pair;
 #      meanwhile, in the background, soccer 1v1 against the RulePolicy: PBT and its grid
 #      (configs/soccer_1v1_pbt.yaml, pbt.every_updates=0), seeds 0, 1 and 2 (six processes);
-#   4. every member of those six runs against the RulePolicy, 512 matches (jaxrl.evaluate);
+#   4. every member of those six runs against the RulePolicy, 512 matches (jaxrl.commands.evaluate);
 #   5. what is left: CAGE2 training speed at 8192 envs (configs/cage2.yaml's network).
 # With POP_S > 0 (default 0: skipped), step 1b trains the population league (issue 62,
 # configs/soccer_league_population.yaml: 4 members that play each other, PBT on the league's
 # Elo) at POP_ENVS envs per member, alone on the card, for at most POP_S seconds, then plays
-# every member against the RulePolicy (jaxrl.evaluate, EPISODES matches). For the population
+# every member against the RulePolicy (jaxrl.commands.evaluate, EPISODES matches). For the population
 # arm alone: LEAGUE_S=0 POP_S=230 (the single-run arm is step 1).
 # The league's run (events, config, checkpoints) comes back as league_run.tgz.aa, .ab, ...
 #

@@ -13,9 +13,9 @@ on a CPU's clock, but all of it shows in the optimized HLO, which the CPU compil
 - host traffic is an ``infeed``/``outfeed``/``send``/``recv`` or a ``custom-call`` to a
   Python callback;
 - the rollout's loop over env steps is the ``while`` traced under
-  :data:`jaxrl.rollout.ENV_STEP_SCOPE`; what its body calls, transitively, runs every env step.
+  :data:`jaxrl.core.rollout.ENV_STEP_SCOPE`; what its body calls, transitively, runs every env step.
 
-The program is traced as for a GPU (:func:`jaxrl.permutation.target_platform`): the CPU's
+The program is traced as for a GPU (:func:`jaxrl.core.permutation.target_platform`): the CPU's
 minibatch shuffle uses a data-dependent loop that the GPU's does not. Fusion decisions differ
 between the CPU and GPU compilers, so the kernel counts are a review signal (a change that adds
 launches shows up), not a GPU measurement; ``tests/test_hlo_audit.py`` asserts the structure
@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from jaxrl.rollout import ENV_STEP_SCOPE
+from jaxrl.core.rollout import ENV_STEP_SCOPE
 
 REPO = Path(__file__).resolve().parents[1]
 # Instructions that launch nothing: bookkeeping of tuples, views and parameters.
@@ -337,9 +337,9 @@ CI_WORKLOADS = ("cartpole_ff", "cartpole_gru", "soccer_league")  # the issue's t
 def lower_workload(name: str, platform: str = "gpu") -> tuple[Any, int]:
     """The lowered train chunk of workload ``name`` traced as for ``platform``; its updates."""
     from jaxrl.config import load_config
-    from jaxrl.permutation import target_platform
-    from jaxrl.setup import make_setup
-    from jaxrl.train_step import init_run, make_train_step
+    from jaxrl.core.permutation import target_platform
+    from jaxrl.run.setup import make_setup
+    from jaxrl.run.train_step import init_run, make_train_step
 
     path, overrides = WORKLOADS[name]
     config = load_config(str(REPO / path), list(overrides))

@@ -3,7 +3,7 @@
     python -m bench.host_throughput [--peer-python PY] [--peer-dir DIR] [--tiny] [--json FILE]
 
 For each case (EnvPool ``Breakout-v5`` with 8 envs, gymnasium ``CartPole-v1`` with 4 envs)
-it trains jaxrl (``jaxrl.train`` on ``configs/breakout_envpool.yaml`` or
+it trains jaxrl (``jaxrl.commands.train`` on ``configs/breakout_envpool.yaml`` or
 ``configs/cartpole_gymnasium.yaml``, sync and async actors) and, when ``--peer-python`` is
 given, CleanRL's ``ppo_atari_envpool.py`` / ``ppo.py`` as a subprocess in its own venv with
 the same env count, rollout length and epochs, alternating jaxrl and the peer ``repeats``
@@ -84,7 +84,7 @@ def cases(tiny: bool) -> tuple[Case, ...]:
 
 def run_jaxrl(case: Case, mode: str, overrides: tuple[str, ...] = ()) -> JaxrlRun:
     """Train ``case.updates + 2`` updates in-process; steps/s and split of the timed ones."""
-    from jaxrl.train import train  # noqa: PLC0415 - after argument parsing
+    from jaxrl.commands.train import train  # noqa: PLC0415 - after argument parsing
 
     base = load_config(case.config)
     total = (case.updates + 2) * base.batch_size

@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from bench.figures import Figure, Profile, compile_seconds, cost, rate
-from jaxrl.acting import PolicyParams, act
-from jaxrl.setup import Setup
-from jaxrl.train_step import init_runner_state
+from jaxrl.core.acting import PolicyParams, act
+from jaxrl.run.setup import Setup
+from jaxrl.run.train_step import init_runner_state
 
 INFERENCE_QUANTITIES = ("p50", "p95", "p99", "actions_per_s", "compile")
 

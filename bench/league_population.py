@@ -11,13 +11,13 @@ wall time (``timeout -s INT``: the run saves and stops):
   PBT on the league's Elo) with ``seed=0..runs-1``.
 
 Then each run's final agent (a single run's last checkpoint; a population's member
-ranked first by PBT, taken out with :mod:`jaxrl.extract`) is measured:
+ranked first by PBT, taken out with :mod:`jaxrl.commands.extract`) is measured:
 
-- one :mod:`jaxrl.tournament` of every final agent and the RulePolicy at 1v1, 2v2 and 3v3
+- one :mod:`jaxrl.commands.tournament` of every final agent and the RulePolicy at 1v1, 2v2 and 3v3
   (``--games`` matches per pair and size): Elo and win rate against the RulePolicy;
 - a dud: a final agent that wins under ``--dud-below`` of its 2v2 matches against the
   RulePolicy;
-- :mod:`jaxrl.exploit` at 2v2 against each final agent (``--exploit-steps`` env steps from
+- :mod:`jaxrl.commands.exploit` at 2v2 against each final agent (``--exploit-steps`` env steps from
   the agent's own weights): the best response's win fraction.
 
 Every step is resumable: a run's wall time so far is kept in ``RUN/bench.json`` and an
@@ -110,7 +110,14 @@ def train_run(plan: Plan, arm: str, seed: int) -> None:
     if (run / "checkpoints").is_dir() and any((run / "checkpoints").iterdir()):
         args = ["jaxrl.train", "--resume", str(run)]
     else:
-        args = ["jaxrl.train", "--config", ARMS[arm], f"seed={seed}", "--run-dir", str(run)]
+        args = [
+            "jaxrl.train",
+            "--config",
+            ARMS[arm],
+            f"seed={seed}",
+            "--run-dir",
+            str(run),
+        ]
         args += ["--overwrite", *overrides]
     t0 = time.monotonic()
     status = _call(args, timeout=left)

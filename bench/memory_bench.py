@@ -24,8 +24,8 @@ from bench.figures import (
     run_child,
 )
 from jaxrl.config import Config
-from jaxrl.setup import make_setup
-from jaxrl.train_step import init_runner_state, make_train_step
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_runner_state, make_train_step
 
 
 def peak_rss_bytes() -> int:

@@ -4,7 +4,7 @@
     python -m bench.random_policy --env jumanji:Snake-v1 [--make-kwargs JSON] [--episodes 64]
 
 Plays the first episode of each of ``episodes`` vmapped envs (a run's ``env.name``,
-``env.make_kwargs`` and ``env.kwargs``, as ``jaxrl.evaluate`` builds them, or ``--env``) with
+``env.make_kwargs`` and ``env.kwargs``, as ``jaxrl.commands.evaluate`` builds them, or ``--env``) with
 actions drawn uniformly, one per agent slot: among the legal actions where the env declares an
 action mask (:class:`envs.protocols.ActionMaskEnv`), from the whole action space otherwise.
 Prints the mean and standard deviation of the episode returns, each the mean over the env's
@@ -84,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m bench.random_policy", description=__doc__.splitlines()[0]
     )
     where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--run-dir", help="a run directory of jaxrl.train (its env and params)")
+    where.add_argument(
+        "--run-dir", help="a run directory of jaxrl.commands.train (its env and params)"
+    )
     where.add_argument("--env", help="an env name, e.g. jumanji:Snake-v1 (default params)")
     parser.add_argument(
         "--make-kwargs", default="{}", help="with --env: the factory's arguments (JSON)"

@@ -85,7 +85,7 @@ from bench.train_bench import (
     train_figures,
 )
 from jaxrl.config import Config, ConfigError, load_config, parse_overrides
-from jaxrl.setup import make_setup
+from jaxrl.run.setup import make_setup
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = (
@@ -260,7 +260,7 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
                     continue
                 log(f"[train] {spec.label}: bench.reference_ppo")
                 report(reference_figures(f"train/{spec.label}/reference", written, profile))
-                log(f"[train] {spec.label}: bench.reference_ppo with jaxrl.prng installed")
+                log(f"[train] {spec.label}: bench.reference_ppo with jaxrl.core.prng installed")
                 report(
                     reference_figures(
                         f"train/{spec.label}/reference_fast_prng", written, profile, fast_prng=True

@@ -26,9 +26,9 @@ from bench.figures import (
     time_calls,
 )
 from jaxrl.config import Config
-from jaxrl.setup import Setup, make_setup
-from jaxrl.train_step import init_run, make_train_step, restart_matches
-from jaxrl.types import RunnerState
+from jaxrl.core.types import RunnerState
+from jaxrl.run.setup import Setup, make_setup
+from jaxrl.run.train_step import init_run, make_train_step, restart_matches
 
 
 @dataclasses.dataclass
@@ -162,7 +162,7 @@ def reference_figures(
     """Steps/s and compile time of ``bench.reference_ppo`` with ``config``'s hyperparameters.
 
     Each run is a fresh child process, so the reference sees JAX exactly as shipped (this
-    process has installed :mod:`jaxrl.prng`'s CPU lowering); ``fast_prng`` installs it there
+    process has installed :mod:`jaxrl.core.prng`'s CPU lowering); ``fast_prng`` installs it there
     too, to separate what that lowering buys from the rest of jaxrl's train step.
     """
     kwargs = reference_kwargs(config)
@@ -186,7 +186,7 @@ def reference_child() -> None:
 
     spec = json.loads(sys.argv[1])
     if spec["fast_prng"]:
-        from jaxrl import prng
+        from jaxrl.core import prng
 
         prng.install()
     print(json.dumps(run_reference(spec["seed"], **spec["kwargs"])))

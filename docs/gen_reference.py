@@ -35,24 +35,24 @@ CLI_PAGE = ROOT / "docs" / "reference" / "cli.md"
 
 # Every module with a ``build_parser()``; tests/test_docs.py fails when one is missing here.
 CLI_MODULES = (
-    "jaxrl.train",
-    "jaxrl.evaluate",
-    "jaxrl.check_env",
-    "jaxrl.tournament",
-    "jaxrl.exploit",
-    "jaxrl.extract",
-    "jaxrl.export",
-    "jaxrl.render",
-    "jaxrl.plot",
+    "jaxrl.commands.train",
+    "jaxrl.commands.evaluate",
+    "jaxrl.commands.check_env",
+    "jaxrl.commands.tournament",
+    "jaxrl.commands.exploit",
+    "jaxrl.commands.extract",
+    "jaxrl.commands.export",
+    "jaxrl.commands.render",
+    "jaxrl.commands.plot",
     "bench.throughput",
     "bench.league_population",
     "bench.random_policy",
 )
 # Installed console scripts (pyproject.toml [project.scripts]) and the module each runs.
 CONSOLE_SCRIPTS = {
-    "jaxrl-train": "jaxrl.train",
-    "jaxrl-evaluate": "jaxrl.evaluate",
-    "jaxrl-tournament": "jaxrl.tournament",
+    "jaxrl-train": "jaxrl.commands.train",
+    "jaxrl-evaluate": "jaxrl.commands.evaluate",
+    "jaxrl-tournament": "jaxrl.commands.tournament",
 }
 
 
@@ -281,7 +281,7 @@ def cli_page() -> str:
         "with one line naming the problem and exit status 2.",
         "",
     ]
-    from jaxrl.cli import COMMANDS  # noqa: PLC0415 - the docs tool imports the project lazily
+    from jaxrl.commands.cli import COMMANDS  # noqa: PLC0415 - the docs tool imports the project lazily
 
     subcommands = {command.module: name for name, command in COMMANDS.items()}
     lines += [

@@ -12,9 +12,8 @@ as ``jaxrl.<name>``.
     action = jax.jit(policy.act)(policy.params, obs, key)  # obs [B, *obs]: one row per agent
     jaxrl.export("runs/mine", "policy.onnx")               # one file, runs without jaxrl
 
-``jaxrl.train`` and ``jaxrl.evaluate`` are also the modules of ``python -m jaxrl.train`` and
-``python -m jaxrl.evaluate``: those modules are callable (:class:`TrainModule`,
-:class:`EvaluateModule`) and call the functions here. This module imports nothing heavy at
+The command lines (``python -m jaxrl.train``, ``jaxrl evaluate``, ...) are
+:mod:`jaxrl.commands`. This module imports nothing heavy at
 import time; each function imports what it needs. Errors name keyword arguments
 (``overwrite=True``), not command-line flags.
 """
@@ -23,16 +22,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jaxrl.acting import PolicyParams
+    from jaxrl.commands.evaluate import EvalResult
     from jaxrl.config import Config
-    from jaxrl.evaluate import EvalResult
-    from jaxrl.types import RunnerState
+    from jaxrl.core.acting import PolicyParams
+    from jaxrl.core.types import RunnerState
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +47,7 @@ class TrainOutput:
     @property
     def policy(self) -> PolicyParams:
         """The trained policy (network params and observation normaliser)."""
-        from jaxrl.acting import PolicyParams  # noqa: PLC0415
+        from jaxrl.core.acting import PolicyParams  # noqa: PLC0415
 
         return PolicyParams(params=self.state.params, obs_stats=self.state.obs_stats)
 
@@ -104,9 +102,9 @@ def train(
 
     Raises:
       jaxrl.config.ConfigError: a bad config value (one line naming the key).
-      jaxrl.train.TrainingError: a refused run directory, non-finite training, ...
+      jaxrl.commands.train.TrainingError: a refused run directory, non-finite training, ...
     """
-    from jaxrl import train as train_module  # noqa: PLC0415
+    from jaxrl.commands import train as train_module  # noqa: PLC0415
 
     if resume:
         if run_dir is None or config is not None or env is not None or overrides:
@@ -132,7 +130,7 @@ def train(
 
 
 def _output(result: Any, config: Config, run_dir: str | Path | None) -> TrainOutput:
-    """:class:`TrainOutput` of a :class:`jaxrl.train.TrainResult`."""
+    """:class:`TrainOutput` of a :class:`jaxrl.commands.train.TrainResult`."""
     return TrainOutput(
         state=result.runner,
         history=result.history,
@@ -248,11 +246,11 @@ def evaluate(
         class or factory; registered under the run's ``env.name``).
 
     Returns:
-      An :class:`jaxrl.evaluate.EvalResult`, or one per member for a run of several members.
+      An :class:`jaxrl.commands.evaluate.EvalResult`, or one per member for a run of several members.
     """
-    from jaxrl.evaluate import evaluate as evaluate_dir  # noqa: PLC0415
-    from jaxrl.evaluate import evaluate_policy  # noqa: PLC0415
-    from jaxrl.setup import make_setup  # noqa: PLC0415
+    from jaxrl.commands.evaluate import evaluate as evaluate_dir  # noqa: PLC0415
+    from jaxrl.commands.evaluate import evaluate_policy  # noqa: PLC0415
+    from jaxrl.run.setup import make_setup  # noqa: PLC0415
 
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -317,7 +315,7 @@ def load_policy(
         ``key``, as :func:`evaluate` does by default).
       env: the run's env if it was registered from Python (see :func:`evaluate`).
     """
-    from jaxrl.play import load_policy as restore  # noqa: PLC0415
+    from jaxrl.run.play import load_policy as restore  # noqa: PLC0415
 
     register_run_env(run_dir, env)
     setup, params, checkpoint_step = restore(run_dir, step)
@@ -351,7 +349,7 @@ def _act(spec: Any, deterministic: bool, recurrent: bool, params: Any, obs: Any,
     """Actions ``[B, *action]`` for raw observations ``obs [B, *obs]`` (feed-forward)."""
     import jax.numpy as jnp  # noqa: PLC0415
 
-    from jaxrl.acting import act  # noqa: PLC0415
+    from jaxrl.core.acting import act  # noqa: PLC0415
 
     if recurrent:
         raise ValueError(
@@ -367,7 +365,7 @@ def _step(
     spec: Any, deterministic: bool, params: Any, hidden: Any, obs: Any, is_first: Any, key: Any
 ) -> tuple[Any, Any]:
     """``(action [B, *action], hidden)`` for one step of a recurrent (or any) policy."""
-    from jaxrl.acting import act  # noqa: PLC0415
+    from jaxrl.core.acting import act  # noqa: PLC0415
 
     out = act(spec, params, hidden, obs, is_first, key, deterministic)
     return out.action, out.hidden
@@ -385,8 +383,8 @@ def export(
     """Write a run's policy as one ONNX or StableHLO file that runs without jaxrl.
 
     The file is written only if it matches jaxrl's actions on observations played in the
-    run's env (see :mod:`jaxrl.export`). ``kwargs``: ``step``, ``member``, ``sample``,
-    ``check_steps``, ``check_envs``, ``seed``, ``atol``, as :func:`jaxrl.export.export` takes.
+    run's env (see :mod:`jaxrl.commands.export`). ``kwargs``: ``step``, ``member``, ``sample``,
+    ``check_steps``, ``check_envs``, ``seed``, ``atol``, as :func:`jaxrl.commands.export.export` takes.
 
     Args:
       run: a run directory, or what :func:`train` returned with a ``run_dir``.
@@ -395,37 +393,13 @@ def export(
         ``"stablehlo"`` (``jax.export.deserialize``).
 
     Returns:
-      A :class:`jaxrl.export.ExportResult` (path, size, inputs and outputs, the check).
+      A :class:`jaxrl.commands.export.ExportResult` (path, size, inputs and outputs, the check).
     """
-    import importlib  # noqa: PLC0415
 
     if isinstance(run, TrainOutput):
         if run.run_dir is None:
             raise ValueError("export needs a run directory: train with run_dir= to export")
         run = run.run_dir
-    module = importlib.import_module("jaxrl.export")
-    return module.__dict__["export"](run, out, format, **kwargs)
+    from jaxrl.commands.export import export as export_file  # noqa: PLC0415
 
-
-# ----------------------------------------------------------------------------- modules
-
-
-class TrainModule(types.ModuleType):
-    """The class of the ``jaxrl.train`` module: calling it calls :func:`train`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> TrainOutput:
-        return train(*args, **kwargs)
-
-
-class ExportModule(types.ModuleType):
-    """The class of the ``jaxrl.export`` module: calling it calls :func:`export`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return export(*args, **kwargs)
-
-
-class EvaluateModule(types.ModuleType):
-    """The class of the ``jaxrl.evaluate`` module: calling it calls :func:`evaluate`."""
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return evaluate(*args, **kwargs)
+    return export_file(run, out, format, **kwargs)

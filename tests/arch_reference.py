@@ -23,10 +23,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.checkpoint import Checkpointer
 from jaxrl.config import config_from_dict
-from jaxrl.setup import make_setup
-from jaxrl.train_step import init_run, make_train_step
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_run, make_train_step
 
 DATA = Path(__file__).resolve().parent / "data" / "arch_reference"
 NUM_ENVS, STEPS, CHUNKS, SAVED_AT = 8, 8, 3, 2

@@ -1,4 +1,4 @@
-"""``python tests/held_train.py WHERE [jaxrl.train arguments]``: the training CLI, held once.
+"""``python tests/held_train.py WHERE [jaxrl.commands.train arguments]``: the training CLI, held once.
 
 ``WHERE`` is ``compile`` (the compile of the chunk step) or ``chunk:N`` (the N-th chunk this
 process runs, from 1). When the run gets there it prints ``held`` and waits for a line on
@@ -12,9 +12,9 @@ from __future__ import annotations
 import signal
 import sys
 
-import jaxrl.train as train_module
+import jaxrl.commands.train as train_module
 
-# A background job of a non-interactive shell (CI) inherits SIGINT ignored, and jaxrl.train
+# A background job of a non-interactive shell (CI) inherits SIGINT ignored, and jaxrl.commands.train
 # leaves an ignored signal ignored; take it back, as an interactive terminal has it.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 

@@ -1,5 +1,5 @@
-"""The Python API (jaxrl.api): ``jaxrl.train`` in memory and to a run directory,
-``jaxrl.evaluate`` and ``jaxrl.load_policy``'s jittable ``act``."""
+"""The Python API (jaxrl.api): ``jaxrl.commands.train`` in memory and to a run directory,
+``jaxrl.commands.evaluate`` and ``jaxrl.load_policy``'s jittable ``act``."""
 
 from __future__ import annotations
 
@@ -50,11 +50,15 @@ def test_importing_jaxrl_is_light():
 
 
 def test_train_and_evaluate_are_the_modules_and_callable():
-    import jaxrl.evaluate as evaluate_module  # noqa: PLC0415
-    import jaxrl.train as train_module  # noqa: PLC0415
+    import jaxrl.commands.evaluate as evaluate_module  # noqa: PLC0415
+    import jaxrl.commands.train as train_module  # noqa: PLC0415
 
-    assert jaxrl.train is train_module and callable(jaxrl.train) and train_module.main
-    assert jaxrl.evaluate is evaluate_module and callable(jaxrl.evaluate)
+    assert (
+        jaxrl.commands.train is train_module
+        and callable(jaxrl.commands.train)
+        and train_module.main
+    )
+    assert jaxrl.commands.evaluate is evaluate_module and callable(jaxrl.commands.evaluate)
 
 
 def test_train_in_memory_writes_nothing_and_returns_history(tmp_path, monkeypatch, corridor):
@@ -112,10 +116,10 @@ def test_load_policy_act_is_jittable_and_plays_as_evaluate(corridor_run, corrido
 
 def test_api_errors_name_keyword_arguments(corridor_run):
     run_dir, _ = corridor_run
-    with pytest.raises(jaxrl.train.TrainingError) as err:
+    with pytest.raises(jaxrl.commands.train.TrainingError) as err:
         jaxrl.train(None, overrides=TINY, run_dir=run_dir)
     assert "overwrite=True" in str(err.value) and "--" not in str(err.value)
-    with pytest.raises(jaxrl.train.TrainingError, match="resume=True needs run_dir="):
+    with pytest.raises(jaxrl.commands.train.TrainingError, match="resume=True needs run_dir="):
         jaxrl.train(None, resume=True)
     with pytest.raises(TypeError, match="env= takes"):
         jaxrl.train(None, env=3)

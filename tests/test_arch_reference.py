@@ -18,8 +18,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl.checkpoint import Checkpointer
-from jaxrl.train_step import init_run
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.train_step import init_run
 from tests.arch_reference import CHUNKS, DATA, SAVED_AT, leaf_norms, run
 
 pytestmark = pytest.mark.slow

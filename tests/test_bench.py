@@ -146,7 +146,7 @@ def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, monkeypatch):
 
 
 def test_reference_runs_in_a_fresh_process_with_and_without_fast_prng():
-    """``--reference`` runs bench.reference_ppo in a child, as shipped and with jaxrl.prng."""
+    """``--reference`` runs bench.reference_ppo in a child, as shipped and with jaxrl.core.prng."""
     spec = figures.ConfigSpec("cartpole", str(REPO / "configs" / "cartpole.yaml"), ())
     config = spec.load_as_written(["train.total_steps=1024", "train.updates_per_chunk=2"])
     kwargs = train_bench.reference_kwargs(config)

@@ -46,7 +46,11 @@ def test_runs_resume_for_what_is_left_of_their_hour(tmp_path, monkeypatch):
     lp.train_run(p, "single", 0)  # interrupted at its timeout: not done, resumed next time
     run = p.run_dir("single", 0)
     state = json.loads((run / "bench.json").read_text())
-    assert not state["done"] and calls[0][0][:3] == ["jaxrl.train", "--config", lp.ARMS["single"]]
+    assert not state["done"] and calls[0][0][:3] == [
+        "jaxrl.train",
+        "--config",
+        lp.ARMS["single"],
+    ]
     assert "env.num_envs=8" in calls[0][0]  # --tiny
     (run / "checkpoints" / "2").mkdir(parents=True)
     state["seconds"] = 20.0

@@ -16,9 +16,9 @@ import gymnax
 import pytest
 
 from envs import check
-from jaxrl import check_env
-from jaxrl import train as train_module
-from jaxrl.cli import main as cli_main
+from jaxrl.commands import check_env
+from jaxrl.commands import train as train_module
+from jaxrl.commands.cli import main as cli_main
 from jaxrl.hostenv.vecenv import missing_module
 
 REPO = Path(__file__).resolve().parents[1]
@@ -219,7 +219,14 @@ def test_python_m_train_prints_one_line_and_exits_2():
     """The whole command, as a new user runs it (was a 48-line TracerBoolConversionError)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
     done = subprocess.run(
-        [sys.executable, "-m", "jaxrl.train", "--config", CARTPOLE, "env.name=bad_envs:PythonIf"],
+        [
+            sys.executable,
+            "-m",
+            "jaxrl.train",
+            "--config",
+            CARTPOLE,
+            "env.name=bad_envs:PythonIf",
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,

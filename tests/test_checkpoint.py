@@ -13,15 +13,15 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import Checkpointer, CorruptCheckpointError
+from jaxrl.commands.evaluate import main as evaluate_main
+from jaxrl.commands.train import main as train_main
+from jaxrl.commands.train import train
 from jaxrl.config import load_config
-from jaxrl.evaluate import main as evaluate_main
-from jaxrl.play import policy_like
-from jaxrl.setup import make_setup
-from jaxrl.train import main as train_main
-from jaxrl.train import train
-from jaxrl.train_step import init_run
+from jaxrl.core.acting import PolicyParams
+from jaxrl.run.checkpoint import Checkpointer, CorruptCheckpointError
+from jaxrl.run.play import policy_like
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_run
 from tests.conftest import make_tiny_config
 
 REPO = Path(__file__).resolve().parents[1]

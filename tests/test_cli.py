@@ -1,4 +1,4 @@
-"""The ``jaxrl`` console script (jaxrl.cli): subcommands delegating to each module's main."""
+"""The ``jaxrl`` console script (jaxrl.commands.cli): subcommands delegating to each module's main."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxrl import cli
+from jaxrl.commands import cli
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_console_script_is_declared():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["jaxrl"] == "jaxrl.cli:main"
+    assert scripts["jaxrl"] == "jaxrl.commands.cli:main"
 
 
 def test_every_command_has_a_main():
@@ -31,7 +31,7 @@ def test_every_command_has_a_main():
 
 def test_help_lists_the_commands_in_a_fresh_process():
     done = subprocess.run(
-        [sys.executable, "-m", "jaxrl.cli", "--help"],
+        [sys.executable, "-m", "jaxrl", "--help"],
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0
@@ -77,6 +77,6 @@ def test_help_names_the_form_it_ran_as_and_shows_defaults(capsys):
     assert out.startswith("usage: jaxrl plot ")
     assert "PNG path (default: curves.png)" in out
     assert "(default: None)" not in out and "(default: False)" not in out
-    from jaxrl.plot import build_parser  # noqa: PLC0415
+    from jaxrl.commands.plot import build_parser  # noqa: PLC0415
 
     assert build_parser().format_usage().startswith("usage: python -m jaxrl.plot ")

@@ -128,7 +128,7 @@ def test_fractional_number_for_int_key_is_one_line(raw):
 
 
 def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys):
-    from jaxrl.train import main  # noqa: PLC0415
+    from jaxrl.commands.train import main  # noqa: PLC0415
 
     # Line 3, column 14: the second ':' on "  num_envs: 4: 5".
     path = _write(tmp_path, "env:\n  name: CartPole-v1\n  num_envs: 4: 5\n")
@@ -148,7 +148,7 @@ def test_yaml_syntax_error_names_file_line_and_column(tmp_path, capsys):
 
 
 def test_unparsable_override_is_one_line_naming_it(tmp_path, capsys):
-    from jaxrl.train import main  # noqa: PLC0415
+    from jaxrl.commands.train import main  # noqa: PLC0415
 
     argv = ["--config", str(CONFIG_DIR / "cartpole.yaml"), "network.hidden_sizes=[64,64"]
     assert main([*argv, "--run-dir", str(tmp_path / "run")]) == 2
@@ -278,7 +278,7 @@ def test_missing_file_and_bad_yaml(tmp_path):
     ],
 )
 def test_empty_or_non_mapping_file_is_one_line_exit_2(tmp_path, capsys, text, message):
-    from jaxrl.train import main  # noqa: PLC0415
+    from jaxrl.commands.train import main  # noqa: PLC0415
 
     path = _write(tmp_path, text)
     assert main(["--config", str(path), "--run-dir", str(tmp_path / "run")]) == 2

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 import envs
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.commands.train import train
 from jaxrl.config import CurriculumConfig, StageConfig, load_config
-from jaxrl.curriculum import CurriculumState, advance, make_spec, stage_params, window_mean
-from jaxrl.setup import make_setup
-from jaxrl.train import train
-from jaxrl.train_step import init_runner_state, train_chunk
+from jaxrl.features.curriculum import CurriculumState, advance, make_spec, stage_params, window_mean
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_runner_state, train_chunk
 from tests.conftest import make_tiny_config
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from bench import cyber_breakdown as cb
 from bench import cyber_trace
 from envs.cyber import red
 from envs.cyber import tables as tb
-from jaxrl.train import train
+from jaxrl.commands.train import train
 from tests.conftest import make_tiny_config
 from tests.test_cyber_defender import TINY_CAGE
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from bench import cyber_defender as cd
+from jaxrl.commands.evaluate import evaluate
+from jaxrl.commands.train import train
 from jaxrl.config import save_config
-from jaxrl.evaluate import evaluate
-from jaxrl.train import train
 from tests.conftest import make_tiny_config
 
 # A one-update CAGE2 run: 4 envs x 10 steps, a 16-unit torso and GRU (the defender's shape,
@@ -175,7 +175,7 @@ def test_the_gated_network_switches_at_the_verdict():
 
 
 def _tiny_actor_critic():
-    from jaxrl.networks import ActorCritic  # noqa: PLC0415
+    from jaxrl.core.networks import ActorCritic  # noqa: PLC0415
 
     return ActorCritic(
         action_dim=145, discrete=True, hidden_sizes=(8,), shared_torso=True, core="gru",
@@ -269,7 +269,7 @@ def test_ensemble_cli_and_bad_input(cage_run, tmp_path, capsys):
 def test_combined_runs_refuse_what_they_cannot_mix(cage_run, monkeypatch):
     """Runs a combined defender cannot mix are refused by name (the loader stubbed with
     variants of the tiny run's setup)."""
-    from jaxrl.play import load_policy  # noqa: PLC0415
+    from jaxrl.run.play import load_policy  # noqa: PLC0415
 
     setup, policy, step = load_policy(cage_run)
     config = setup.config
@@ -328,7 +328,7 @@ def test_an_opening_scripts_the_first_actions_then_hands_over():
 
 def _first_action(run_dir) -> int:
     """The run's deterministic first action: every episode starts from the same observation."""
-    from jaxrl.play import load_policy  # noqa: PLC0415
+    from jaxrl.run.play import load_policy  # noqa: PLC0415
 
     setup, policy, _ = load_policy(run_dir)
     obs, _ = setup.env.reset(jax.random.key(0), setup.env_params)

@@ -18,8 +18,8 @@ from bench.cyber_peer import PairBlue, PolicyBlue, make_blue
 from envs.cyber import env as cage
 from envs.cyber import fingerprint, red
 from envs.cyber import tables as tb
-from jaxrl.play import load_policy
-from jaxrl.train import train
+from jaxrl.commands.train import train
+from jaxrl.run.play import load_policy
 from tests.conftest import make_tiny_config
 from tests.test_cyber_defender import TINY_CAGE
 

@@ -19,10 +19,10 @@ import jax
 import numpy as np
 import pytest
 
+from jaxrl.commands.evaluate import load_policy
+from jaxrl.commands.train import train
 from jaxrl.config import load_config
-from jaxrl.distributed import Cluster, DistributedError, cluster_from_flags, detect
-from jaxrl.evaluate import load_policy
-from jaxrl.train import train
+from jaxrl.run.distributed import Cluster, DistributedError, cluster_from_flags, detect
 from tests.conftest import cpu_devices_env, run_on_cpu_devices, tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ import json, sys
 import jax, numpy as np
 from tests.conftest import tiny_selfplay
 from jaxrl.config import config_from_dict
-from jaxrl.train import train
+from jaxrl.commands.train import train
 config = config_from_dict(tiny_selfplay(
     train__num_seeds=2, selfplay__exploiters=1, selfplay__exploiter_fraction=0.5))
 runner = train(config, sys.argv[1], quiet=True).runner
@@ -196,9 +196,9 @@ def test_league_state_is_identical_on_every_device(tmp_path):
 
 def test_grouped_run_resumes_only_on_its_device_count(tmp_path):
     """A run whose env groups are per device refuses another device count, in one line."""
+    from jaxrl.commands.train import TrainingError, _check_resume_devices  # noqa: PLC0415
     from jaxrl.config import config_from_dict  # noqa: PLC0415
-    from jaxrl.setup import make_setup  # noqa: PLC0415
-    from jaxrl.train import TrainingError, _check_resume_devices  # noqa: PLC0415
+    from jaxrl.run.setup import make_setup  # noqa: PLC0415
     from tests.conftest import tiny_selfplay  # noqa: PLC0415
 
     setup = make_setup(config_from_dict(tiny_selfplay()))

@@ -85,7 +85,7 @@ def test_every_command_with_a_parser_is_generated():
 
 
 def test_every_jaxrl_subcommand_is_generated():
-    from jaxrl.cli import COMMANDS
+    from jaxrl.commands.cli import COMMANDS
 
     missing = {c.module for c in COMMANDS.values()} - set(gen.CLI_MODULES)
     assert not missing, f"jaxrl subcommands whose module is not in CLI_MODULES: {sorted(missing)}"

@@ -112,7 +112,7 @@ def test_sweep_and_pbt_bounds_out_of_range():
     ],
 )
 def test_train_command_refuses_out_of_range_exit_2(capsys, config, key, value, domain):
-    from jaxrl.train import main  # noqa: PLC0415
+    from jaxrl.commands.train import main  # noqa: PLC0415
 
     assert main(["--config", f"configs/{config}", f"env.kwargs.{key}={value}"]) == 2
     err = capsys.readouterr().err.strip()
@@ -137,7 +137,7 @@ def _tiny_run(tmp_path_factory, name: str, *extra: str):
 )
 def test_evaluate_env_param_out_of_range_exit_2(tmp_path_factory, capsys, name, flag, domain):
     """``--env-param`` reaches the same check: one line, exit 2 (a tiny 1-update run)."""
-    from jaxrl.evaluate import main  # noqa: PLC0415
+    from jaxrl.commands.evaluate import main  # noqa: PLC0415
 
     run_dir = _tiny_run(tmp_path_factory, name)
     capsys.readouterr()

@@ -1,4 +1,4 @@
-"""Observation encoders (jaxrl/encoders.py): the CNNs against ``nn.Conv``, the leaf split,
+"""Observation encoders (jaxrl/core/encoders.py): the CNNs against ``nn.Conv``, the leaf split,
 ``network.encoder``'s choice and errors, and two probes that need them to learn."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 
 from envs.probes import DictProbe
 from envs.protocols import ObsLeaf, ObsLeaves
+from jaxrl.commands.train import train
 from jaxrl.config import ConfigError, load_config
-from jaxrl.encoders import ImageEncoder, LeafEncoding, ObsEncoder, plan_encoders
+from jaxrl.core.encoders import ImageEncoder, LeafEncoding, ObsEncoder, plan_encoders
+from jaxrl.core.networks import ActorCritic
 from jaxrl.hostenv.networks import ImageActorCritic, make_network
 from jaxrl.hostenv.spaces import HostSpaces, host_encoder
-from jaxrl.networks import ActorCritic
-from jaxrl.train import train
 
 REPO = Path(__file__).resolve().parents[1]
 

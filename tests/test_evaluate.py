@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from jaxrl import evaluate as evaluate_module
-from jaxrl import match
+from jaxrl.commands import evaluate as evaluate_module
+from jaxrl.commands.evaluate import EvalResult, build_parser, evaluate_policy, summary_line
 from jaxrl.config import config_from_dict
-from jaxrl.evaluate import EvalResult, build_parser, evaluate_policy, summary_line
-from jaxrl.play import greedy, policy_like
-from jaxrl.setup import make_setup
+from jaxrl.core import match
+from jaxrl.run.play import greedy, policy_like
+from jaxrl.run.setup import make_setup
 
 REPO = Path(__file__).resolve().parents[1]
 EPISODES = 8

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import jaxrl
-from jaxrl import export as ex
+from jaxrl.commands import export as ex
+from jaxrl.commands.train import train
 from jaxrl.config import load_config
-from jaxrl.train import train
 
 REPO = Path(__file__).resolve().parents[1]
 CHECK = {"check_steps": 8, "check_envs": 2}  # small: 8 steps x (2 envs x agents) rows
@@ -177,7 +177,7 @@ def test_missing_extra_gives_the_pip_command(runs, tmp_path, monkeypatch, capsys
 
 
 def test_unsupported_op_names_the_op_and_the_option():
-    from jaxrl.networks import ActorCritic  # noqa: PLC0415
+    from jaxrl.core.networks import ActorCritic  # noqa: PLC0415
 
     net = ActorCritic(action_dim=2, discrete=True, hidden_sizes=(4,), core="gru", core_size=3)
     hidden, obs, first = net.initial_hidden(2), jnp.zeros((1, 2, 4)), jnp.zeros((1, 2), bool)

@@ -1,4 +1,4 @@
-"""jaxrl.extract: one member of a population run as a run of its own.
+"""jaxrl.commands.extract: one member of a population run as a run of its own.
 
 The population run is the tiny league of ``tests/test_league_population.py`` (its compiled
 chunk, from the persistent compile cache), its three chunks saved as checkpoints 1..3.
@@ -14,14 +14,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.commands.extract import UsageError, _choose, extract, main
+from jaxrl.commands.tournament import _open_runs
+from jaxrl.commands.train import main as train_main
 from jaxrl.config import load_run_config, save_config
-from jaxrl.extract import UsageError, _choose, extract, main
-from jaxrl.pbt import member_scores, ranking
-from jaxrl.play import load_policy
-from jaxrl.setup import make_setup
-from jaxrl.tournament import _open_runs
-from jaxrl.train import main as train_main
+from jaxrl.features.pbt import member_scores, ranking
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.play import load_policy
+from jaxrl.run.setup import make_setup
 from tests.test_league_population import train_league
 
 

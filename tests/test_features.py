@@ -10,11 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.core.metrics import MetricSpec, Scalar
 from jaxrl.features import LearnerFeature, PopulationFeature
-from jaxrl.metrics import MetricSpec, Scalar
-from jaxrl.setup import make_setup, metric_specs
-from jaxrl.train_step import init_run, make_train_step
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.setup import make_setup, metric_specs
+from jaxrl.run.train_step import init_run, make_train_step
 from tests.conftest import make_tiny_config
 
 UPDATES = 2  # per chunk

@@ -1,4 +1,4 @@
-"""Hand-computed references for :mod:`jaxrl.gae` (time-major ``[T, B]``).
+"""Hand-computed references for :mod:`jaxrl.core.gae` (time-major ``[T, B]``).
 
 Each case runs with and without ``jax.jit`` (``chex.variants``) and is compared against
 either literal arithmetic or a plain Python loop written here, independently of the
@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from absl.testing import parameterized
 
-from jaxrl import gae as gae_lib
+from jaxrl.core import gae as gae_lib
 
 GAMMA = 0.5
 LAMBDA = 0.5

@@ -20,7 +20,7 @@ from bench.hlo_audit import parse_hlo
 from envs.grid import env as arena
 from envs.grid import reference as grid_reference
 from envs.grid import rules as grid_rules
-from jaxrl import prng
+from jaxrl.core import prng
 
 SPEC = arena.GridSpec(
     room_rows=1,
@@ -151,7 +151,7 @@ def test_registered_contract_and_no_retrace():
 
 
 def test_step_hashes_its_random_bits_once():
-    """With :mod:`jaxrl.prng` installed (every training run installs it) the step's random
+    """With :mod:`jaxrl.core.prng` installed (every training run installs it) the step's random
     bits are hashed in one kernel (``env.materialize``), not copied into each kernel that
     reads them: with 19 copies, LLVM's loop vectorizer once took over ten minutes on the
     arena's step. Counted in the optimized HLO, compiled with LLVM's expensive passes off so

@@ -18,8 +18,8 @@ from bench.hlo_audit import (
     reachable,
 )
 from envs.grid import env as arena
-from jaxrl.permutation import target_platform
-from jaxrl.rollout import ENV_STEP_SCOPE, TRUNCATION_SCOPE
+from jaxrl.core.permutation import target_platform
+from jaxrl.core.rollout import ENV_STEP_SCOPE, TRUNCATION_SCOPE
 
 # The conditionals an env step may run, each with what it is for. Anything else in the env-step
 # loop body fails the test: a per-step conditional is a branch-selection kernel on a GPU and

@@ -14,11 +14,11 @@ import pytest
 
 gymnasium = pytest.importorskip("gymnasium")
 
+from jaxrl.commands.evaluate import evaluate  # noqa: E402
+from jaxrl.commands.train import main, train  # noqa: E402
 from jaxrl.config import ConfigError, load_config  # noqa: E402
-from jaxrl.evaluate import evaluate  # noqa: E402
 from jaxrl.hostenv.networks import NatureEncoder, PatchConv  # noqa: E402
 from jaxrl.hostenv.spaces import read_spaces  # noqa: E402
-from jaxrl.train import main, train  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # 2 envs x 16 steps = 32 env steps per update; 4 updates.
@@ -246,7 +246,7 @@ def test_recurrent_bf16_and_continuous_actions_train(tmp_path):
 
 
 def test_actor_bootstraps_truncated_steps_from_the_final_observation():
-    from jaxrl.acting import value_of
+    from jaxrl.core.acting import value_of
     from jaxrl.hostenv.actor import Actor
     from jaxrl.hostenv.learner import policy_of
     from jaxrl.hostenv.loop import actor_key, build

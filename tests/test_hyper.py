@@ -17,9 +17,10 @@ import pytest
 from flax import struct
 
 import envs
-from jaxrl import evaluate as evaluate_cli
+from jaxrl.commands import evaluate as evaluate_cli
+from jaxrl.commands.train import train
 from jaxrl.config import SWEEPABLE, ConfigError, load_config
-from jaxrl.hyper import (
+from jaxrl.core.hyper import (
     PPO_KEYS,
     Hyper,
     base_hyper,
@@ -27,9 +28,8 @@ from jaxrl.hyper import (
     make_members,
     member_env_params,
 )
-from jaxrl.setup import make_setup
-from jaxrl.train import train
-from jaxrl.train_step import init_member_params, member_params, member_params_program
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_member_params, member_params, member_params_program
 from tests.conftest import tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
@@ -331,7 +331,7 @@ def test_members_params_one_by_one_equal_the_vmapped_program():
 def test_members_params_program_has_no_batched_qr():
     """The orthogonal initialiser's QRs are of single matrices: a batched one on the CPU runs
     as tasks that wait on XLA's pool, and with 8 Breakout members it hung (see
-    :func:`jaxrl.train_step.init_member_params`)."""
+    :func:`jaxrl.run.train_step.init_member_params`)."""
     config = load_config(REPO / "configs" / "breakout_minatar_pbt.yaml", ["env.num_envs=16"])
     setup = make_setup(config)
     assert setup.members.count == 8

@@ -131,29 +131,29 @@ def test_soccer_module_imports_first_in_a_fresh_interpreter(module):
 # The PPO core and the match step: they play and learn whatever the features hand them (a
 # plan, a pool of opponents, the member's values) and import no feature.
 CORE = (
-    "jaxrl.ppo",
-    "jaxrl.losses",
-    "jaxrl.gae",
-    "jaxrl.rollout",
-    "jaxrl.match",
-    "jaxrl.opponents",
-    "jaxrl.acting",
-    "jaxrl.networks",
-    "jaxrl.encoders",
-    "jaxrl.normalize",
-    "jaxrl.types",
+    "jaxrl.core.ppo",
+    "jaxrl.core.losses",
+    "jaxrl.core.gae",
+    "jaxrl.core.rollout",
+    "jaxrl.core.match",
+    "jaxrl.core.opponents",
+    "jaxrl.core.acting",
+    "jaxrl.core.networks",
+    "jaxrl.core.encoders",
+    "jaxrl.core.normalize",
+    "jaxrl.core.types",
 )
 # What the core must not reach: the features, their interface, and the modules that build or
 # compose them (the setup imports every feature, the runner and the step the setup).
 FEATURES = (
-    "jaxrl.setup",
+    "jaxrl.run.setup",
     "jaxrl.features",
-    "jaxrl.curriculum",
-    "jaxrl.eval_lanes",
+    "jaxrl.features.curriculum",
+    "jaxrl.features.eval_lanes",
     "jaxrl.league",
-    "jaxrl.pbt",
-    "jaxrl.runner",
-    "jaxrl.train_step",
+    "jaxrl.features.pbt",
+    "jaxrl.run.runner",
+    "jaxrl.run.train_step",
 )
 
 
@@ -179,21 +179,28 @@ def test_core_check_finds_an_added_import(tmp_path):
     """The check itself: a feature import anywhere behind the core is found, through the
     match step too."""
     pkg = tmp_path / "jaxrl"
-    (pkg / "league").mkdir(parents=True)
-    for name in ("__init__", "league/__init__", "league/pool", "match", "acting", "gae"):
+    for folder in ("league", "core", "features", "run"):
+        (pkg / folder).mkdir(parents=True)
+    for name in ("__init__", "league/__init__", "league/pool", "core/match", "core/acting"):
         (pkg / f"{name}.py").write_text("")
-    (pkg / "rollout.py").write_text("from jaxrl.match import x\nfrom jaxrl import acting\n")
+    (pkg / "core/gae.py").write_text("")
+    (pkg / "core/rollout.py").write_text(
+        "from jaxrl.core.match import x\nfrom jaxrl.core import acting\n"
+    )
     edges = import_graph(tmp_path, "jaxrl")
-    assert forbidden_reach(edges, "jaxrl.rollout") == []
-    (pkg / "match.py").write_text("from jaxrl.league import pool\n")
-    (pkg / "acting.py").write_text("def f():\n    import jaxrl.pbt\n")
-    (pkg / "pbt.py").write_text("")
-    (pkg / "gae.py").write_text("import jaxrl.setup\n")
-    (pkg / "setup.py").write_text("")
+    assert forbidden_reach(edges, "jaxrl.core.rollout") == []
+    (pkg / "core/match.py").write_text("from jaxrl.league import pool\n")
+    (pkg / "core/acting.py").write_text("def f():\n    import jaxrl.features.pbt\n")
+    (pkg / "features/pbt.py").write_text("")
+    (pkg / "core/gae.py").write_text("import jaxrl.run.setup\n")
+    (pkg / "run/setup.py").write_text("")
     edges = import_graph(tmp_path, "jaxrl")
-    assert forbidden_reach(edges, "jaxrl.rollout") == ["jaxrl.league.pool", "jaxrl.pbt"]
-    assert forbidden_reach(edges, "jaxrl.match") == ["jaxrl.league.pool"]
-    assert forbidden_reach(edges, "jaxrl.gae") == ["jaxrl.setup"]
+    assert forbidden_reach(edges, "jaxrl.core.rollout") == [
+        "jaxrl.features.pbt",
+        "jaxrl.league.pool",
+    ]
+    assert forbidden_reach(edges, "jaxrl.core.match") == ["jaxrl.league.pool"]
+    assert forbidden_reach(edges, "jaxrl.core.gae") == ["jaxrl.run.setup"]
 
 
 @pytest.mark.parametrize("module", CORE)
@@ -203,16 +210,18 @@ def test_ppo_core_and_match_step_import_no_feature(module):
     interface, and neither the setup nor the step that compose them, directly or behind
     another module."""
     edges = import_graph(ROOT, "jaxrl")
-    assert "jaxrl.league.feature" in edges and "jaxrl.setup" in edges  # the graph is real
+    assert "jaxrl.league.feature" in edges and "jaxrl.run.setup" in edges  # the graph is real
     assert forbidden_reach(edges, module) == []
 
 
 def test_the_train_step_names_no_feature():
-    """``jaxrl/train_step.py`` imports no feature module and names none: every feature plugs
+    """``jaxrl/run/train_step.py`` imports no feature module and names none: every feature plugs
     in through :mod:`jaxrl.features`."""
     edges = import_graph(ROOT, "jaxrl")
-    named = {"jaxrl.curriculum", "jaxrl.eval_lanes", "jaxrl.pbt"}
-    assert not [m for m in edges["jaxrl.train_step"] if m in named or m.startswith("jaxrl.league")]
-    source = (ROOT / "jaxrl" / "train_step.py").read_text().lower()
+    named = {"jaxrl.features.curriculum", "jaxrl.features.eval_lanes", "jaxrl.features.pbt"}
+    assert not [
+        m for m in edges["jaxrl.run.train_step"] if m in named or m.startswith("jaxrl.league")
+    ]
+    source = (ROOT / "jaxrl" / "run" / "train_step.py").read_text().lower()
     for word in ("curriculum", "selfplay", "exploit", "pbt", "evaluation", "league"):
         assert word not in source, word

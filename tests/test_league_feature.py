@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
-from jaxrl.curriculum import Curriculum
-from jaxrl.eval_lanes import EvalLanes
 from jaxrl.features import Feature, order_features
+from jaxrl.features.curriculum import Curriculum
+from jaxrl.features.eval_lanes import EvalLanes
 from jaxrl.league.feature import SelfPlay
 
 

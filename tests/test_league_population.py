@@ -24,14 +24,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.acting import PolicyParams
 from jaxrl.config import ConfigError, config_from_dict
-from jaxrl.elo import expected_score
+from jaxrl.core.acting import PolicyParams
+from jaxrl.league.elo import expected_score
 from jaxrl.league.pool import empty_roster, league_probs, member_probs
 from jaxrl.league.population import LeagueState, inherit_rows, pair_table, rate_members
 from jaxrl.league.rating import RULE_ELO
-from jaxrl.setup import make_setup
-from jaxrl.train_step import init_run, train_population_chunk
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_run, train_population_chunk
 from tests.arch_reference import config_dict
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,7 +55,7 @@ def train_league(devices: int = 1):
     runner = init_run(setup)
     chunk = lambda r: train_population_chunk(setup, r)  # noqa: E731
     if setup.mesh is not None:
-        from jaxrl.train_step import make_train_step  # noqa: PLC0415 - the sharded step
+        from jaxrl.run.train_step import make_train_step  # noqa: PLC0415 - the sharded step
 
         step = make_train_step(setup)
     else:

@@ -1,4 +1,4 @@
-"""``jaxrl.losses.ppo_loss`` against an independent numpy computation.
+"""``jaxrl.core.losses.ppo_loss`` against an independent numpy computation.
 
 A tiny ActorCritic (obs dim 2, one hidden layer of 4) gets fixed, non-trivial params; the
 forward pass, softmax, Gaussian log-density and every loss term are recomputed by hand.
@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from jaxrl.config.ppo import MEMBER_VALUES
-from jaxrl.hyper import Hyper
-from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
-from jaxrl.networks import ActorCritic, make_distribution
+from jaxrl.core.hyper import Hyper
+from jaxrl.core.losses import LossHyperparams, Minibatch, ppo_loss
+from jaxrl.core.networks import ActorCritic, make_distribution
 
 OBS_DIM = 2
 HIDDEN = 4

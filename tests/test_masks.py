@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 
 from envs.probes import CoopNim, MaskedBandit
-from jaxrl.acting import PolicyParams, act, sample_rows
+from jaxrl.commands.evaluate import evaluate
+from jaxrl.commands.train import train
 from jaxrl.config import config_from_dict
-from jaxrl.evaluate import evaluate
-from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
-from jaxrl.match import MatchSpec, idle_plan, legalize, match_step, start_matches
-from jaxrl.networks import make_distribution, mask_logits
-from jaxrl.play import eval_layout
-from jaxrl.runner import init_params
-from jaxrl.setup import make_setup
-from jaxrl.train import train
-from jaxrl.types import RunningStats
+from jaxrl.core.acting import PolicyParams, act, sample_rows
+from jaxrl.core.losses import LossHyperparams, Minibatch, ppo_loss
+from jaxrl.core.match import MatchSpec, idle_plan, legalize, match_step, start_matches
+from jaxrl.core.networks import make_distribution, mask_logits
+from jaxrl.core.types import RunningStats
+from jaxrl.run.play import eval_layout
+from jaxrl.run.runner import init_params
+from jaxrl.run.setup import make_setup
 
 LOGITS = np.asarray([[1.0, 2.0, 3.0, 0.5], [0.0, -1.0, 4.0, 2.0]], np.float32)
 LEGAL = np.asarray([[True, False, True, True], [False, True, False, True]])

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from envs.soccer import IDLE, RANDOM, RULE, observe
-from jaxrl import opponents
-from jaxrl.acting import PolicyParams, act
+from jaxrl.commands.evaluate import eval_layout
 from jaxrl.config import config_from_dict
-from jaxrl.evaluate import eval_layout
-from jaxrl.match import (
+from jaxrl.core import opponents
+from jaxrl.core.acting import PolicyParams, act
+from jaxrl.core.match import (
     FROM_PARAMS,
     NETWORK,
     MatchSpec,
@@ -33,9 +33,9 @@ from jaxrl.match import (
     step_keys,
     team_rows,
 )
-from jaxrl.runner import init_params
-from jaxrl.setup import make_setup
-from jaxrl.types import RunningStats
+from jaxrl.core.types import RunningStats
+from jaxrl.run.runner import init_params
+from jaxrl.run.setup import make_setup
 
 ENVS = 4
 STEPS = 20

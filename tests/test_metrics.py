@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.metrics import MetricSpec, Scalar, mean_of, reduce_chunk
+from jaxrl.core.metrics import MetricSpec, Scalar, mean_of, reduce_chunk
 
 
 def _stack(values, weights):

@@ -1,4 +1,4 @@
-"""The entity encoder of :mod:`jaxrl.networks` (``network.entity_width``)."""
+"""The entity encoder of :mod:`jaxrl.core.networks` (``network.entity_width``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import envs
 from envs.protocols import EntityGroup, EntityLayout
 from jaxrl.config import load_config
-from jaxrl.networks import EntityEncoder
-from jaxrl.setup import make_setup
+from jaxrl.core.networks import EntityEncoder
+from jaxrl.run.setup import make_setup
 
 # A row of 17: own features 0..2, three "others" blocks of 3 (flag first), own feature 12,
 # one "mates" block of 4 (flag last).

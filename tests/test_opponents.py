@@ -11,10 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import SelfPlayConfig
-from jaxrl.layout import Layout
-from jaxrl.league.groups import group_kinds, group_mask, group_sizes
-from jaxrl.match import NETWORK
-from jaxrl.opponents import (
+from jaxrl.core.layout import Layout
+from jaxrl.core.match import NETWORK
+from jaxrl.core.opponents import (
     LaneCarry,
     bookkeeping,
     empty_tally,
@@ -24,6 +23,7 @@ from jaxrl.opponents import (
     redraw_lanes,
     start_lanes,
 )
+from jaxrl.league.groups import group_kinds, group_mask, group_sizes
 
 RULE = 1
 NAMES = ("win", "draw", "loss")

@@ -1,4 +1,4 @@
-"""Population-based training on the member axis (:mod:`jaxrl.pbt`): smoothing, ranking,
+"""Population-based training on the member axis (:mod:`jaxrl.features.pbt`): smoothing, ranking,
 selection, the copy bit for bit, exploration within bounds, lineage, one trace whether PBT
 fires or not, and the same decisions with the members sharded over 2 devices."""
 
@@ -13,16 +13,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl import pbt, plot
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.commands import plot
+from jaxrl.commands.train import train
 from jaxrl.config import BoundsConfig, ConfigError, PBTConfig, load_config
-from jaxrl.hyper import Hyper
-from jaxrl.metrics import Scalar
-from jaxrl.pbt import pbt_spec
-from jaxrl.setup import make_setup
-from jaxrl.train import train
-from jaxrl.train_step import init_run, train_population_chunk
-from jaxrl.types import RunnerState, RunningStats
+from jaxrl.core.hyper import Hyper
+from jaxrl.core.metrics import Scalar
+from jaxrl.core.types import RunnerState, RunningStats
+from jaxrl.features import pbt
+from jaxrl.features.pbt import pbt_spec
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_run, train_population_chunk
 
 REPO = Path(__file__).resolve().parents[1]
 TAGS = ("train/entropy", "rollout/episode_return", "curriculum/stage")
@@ -621,7 +622,7 @@ PBT_RUN = [
 
 @pytest.fixture(scope="module")
 def pbt_train(tmp_path_factory):
-    """The PBT run, trained by :func:`jaxrl.train.train`."""
+    """The PBT run, trained by :func:`jaxrl.commands.train.train`."""
     config = load_config(REPO / "configs" / "cartpole.yaml", PBT_RUN)
     return train(config, tmp_path_factory.mktemp("pbt_train") / "run", quiet=True)
 

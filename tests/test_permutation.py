@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.permutation import permutation
+from jaxrl.core.permutation import permutation
 
 # Cycle walking (the CPU's default) and packing (GPU and TPU): both must hold everything below.
 methods = pytest.mark.parametrize("method", ["walk", "pack"])

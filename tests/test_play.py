@@ -1,4 +1,4 @@
-"""The play helper shared by evaluate, render, tournament and exploit (:mod:`jaxrl.play`)."""
+"""The play helper shared by evaluate, render, tournament and exploit (:mod:`jaxrl.run.play`)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,18 @@ import jax
 import numpy as np
 import pytest
 
-from jaxrl import render
-from jaxrl.acting import PolicyParams
+from jaxrl.commands import render
+from jaxrl.commands.evaluate import run_episodes
 from jaxrl.config import config_from_dict
-from jaxrl.evaluate import run_episodes
-from jaxrl.play import (
+from jaxrl.core.acting import PolicyParams
+from jaxrl.run.play import (
     play_params,
     policy_like,
     scripted_kind,
     stage_env_params,
     with_team_size,
 )
-from jaxrl.setup import make_setup
+from jaxrl.run.setup import make_setup
 from tests.conftest import tiny_selfplay
 
 MAX_STEPS = 12

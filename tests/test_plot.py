@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from envs.soccer.env import REWARD_TERMS
-from jaxrl import plot
+from jaxrl.commands import plot
+from jaxrl.commands.train import train
 from jaxrl.config import load_config
-from jaxrl.logger import Logger
-from jaxrl.train import train
+from jaxrl.run.logger import Logger
 
 REPO = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -9,12 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxrl.commands.train import train
 from jaxrl.config import load_config
-from jaxrl.losses import Minibatch, ppo_loss
-from jaxrl.precision import compute_dtype
-from jaxrl.setup import make_setup
-from jaxrl.train import train
-from jaxrl.train_step import init_runner_state
+from jaxrl.core.losses import Minibatch, ppo_loss
+from jaxrl.core.precision import compute_dtype
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_runner_state
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry_2x32
 
-from jaxrl import prng
+from jaxrl.core import prng
 
 # Random123's known-answer vectors for Threefry-2x32 with 20 rounds: (key, counter, result).
 KNOWN_ANSWERS = [

@@ -11,16 +11,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.commands.evaluate import evaluate
+from jaxrl.commands.train import train
 from jaxrl.config import load_config
-from jaxrl.evaluate import evaluate
-from jaxrl.losses import Minibatch
-from jaxrl.networks import RecurrentCore, make_distribution
-from jaxrl.ppo import shuffle_minibatches
-from jaxrl.rollout import rollout
-from jaxrl.setup import make_setup
-from jaxrl.train import train
-from jaxrl.train_step import (
+from jaxrl.core.losses import Minibatch
+from jaxrl.core.networks import RecurrentCore, make_distribution
+from jaxrl.core.ppo import shuffle_minibatches
+from jaxrl.core.rollout import rollout
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import (
     init_runner_state,
     make_plan,
     make_sequences,

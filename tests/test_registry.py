@@ -122,7 +122,15 @@ def test_train_and_evaluate_find_the_env_in_fresh_processes(tmp_path, name, wher
     else:
         path = [EXAMPLE]
     run_dir = tmp_path / "run"
-    train = ["-m", "jaxrl.cli", "train", f"env.name={name}", *TINY, "--run-dir", str(run_dir)]
+    train = [
+        "-m",
+        "jaxrl",
+        "train",
+        f"env.name={name}",
+        *TINY,
+        "--run-dir",
+        str(run_dir),
+    ]
     done = _run(train, path, tmp_path)
     assert done.returncode == 0, done.stderr
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())["env"]
@@ -140,7 +148,15 @@ def test_train_and_evaluate_find_the_env_in_fresh_processes(tmp_path, name, wher
     assert bad.stderr.strip() == "error: --env-param length=1 is out of range: allowed [2, 100]"
     if where == "import path":  # the renderer the env declares (one clip is enough)
         gif = tmp_path / "corridor.gif"
-        render = ["-m", "jaxrl.cli", "render", "--run-dir", str(run_dir), "--out", str(gif)]
+        render = [
+            "-m",
+            "jaxrl",
+            "render",
+            "--run-dir",
+            str(run_dir),
+            "--out",
+            str(gif),
+        ]
         done = _run([*render, "--seconds", "2"], path, tmp_path)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == f"wrote 9 frames to {gif}"  # the start + 8 steps

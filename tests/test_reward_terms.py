@@ -3,7 +3,7 @@
 The learner's actor head is set to one action (logit 50 on it, 0 elsewhere: no Gumbel or
 inverse-CDF draw in float32 picks another), the train chunk runs one update, and a plain
 Python loop steps the same wrapped env from the same env states with the same keys (split
-from the runner's key as :func:`jaxrl.train_step.update` and :func:`jaxrl.rollout.rollout`
+from the runner's key as :func:`jaxrl.run.train_step.update` and :func:`jaxrl.core.rollout.rollout`
 split it) and the same actions, summing each term per learner car and finished episode.
 Episodes are 8 steps and rollouts 16, so every step belongs to an episode that ends in the
 update and the in-graph metric (terms summed over the rollout, divided by the episodes that
@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from jaxrl.config import load_config
-from jaxrl.match import step_keys
-from jaxrl.setup import make_setup
-from jaxrl.train_step import init_run, make_plan, train_chunk
+from jaxrl.core.match import step_keys
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_run, make_plan, train_chunk
 
 REPO = Path(__file__).resolve().parents[1]
 EPISODE, ROLLOUT = 8, 16

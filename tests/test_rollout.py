@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from jaxrl.config import load_config
-from jaxrl.losses import ppo_loss
-from jaxrl.rollout import rollout
-from jaxrl.setup import make_setup
-from jaxrl.train_step import init_run, make_plan, training_batch
+from jaxrl.core.losses import ppo_loss
+from jaxrl.core.rollout import rollout
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_run, make_plan, training_batch
 
 SMALL = ["env.num_envs=4", "ppo.num_steps=8", "network.hidden_sizes=[16]"]
 

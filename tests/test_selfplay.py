@@ -2,7 +2,7 @@
 
 Two compiled train steps serve the module: ``chunks`` (a jitted chunk wrapped in
 ``chex.assert_max_traces(n=1)``, run across a curriculum switch into self-play, snapshots
-and lane draws) and ``selfplay_run`` (``jaxrl.train`` with checkpoints, a session fixture of
+and lane draws) and ``selfplay_run`` (``jaxrl.commands.train`` with checkpoints, a session fixture of
 ``conftest`` shared with the tournament tests).
 """
 
@@ -17,22 +17,22 @@ import numpy as np
 import pytest
 from flax import struct
 
-from jaxrl.acting import PolicyParams, act
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.commands.train import run_summary, train
 from jaxrl.config import ConfigError, SelfPlayConfig, config_from_dict
-from jaxrl.curriculum import replay_ranks
-from jaxrl.elo import elo_from_score, expected_score
+from jaxrl.core.acting import PolicyParams, act
+from jaxrl.core.layout import Layout
+from jaxrl.core.match import NETWORK
+from jaxrl.core.opponents import LeagueTally
+from jaxrl.core.types import EpisodeSums, RunningStats
 from jaxrl.features import UpdateResult
-from jaxrl.layout import Layout
+from jaxrl.features.curriculum import replay_ranks
+from jaxrl.league.elo import elo_from_score, expected_score
 from jaxrl.league.feature import SelfPlay
 from jaxrl.league.pool import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
 from jaxrl.league.rating import RULE_ELO, learner_rating
-from jaxrl.match import NETWORK
-from jaxrl.opponents import LeagueTally
-from jaxrl.setup import make_setup
-from jaxrl.train import run_summary, train
-from jaxrl.train_step import init_runner_state, make_plan, train_chunk
-from jaxrl.types import EpisodeSums, RunningStats
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_runner_state, make_plan, train_chunk
 from tests.conftest import NUM_ENVS, STEPS, UPDATES, tiny_selfplay
 
 RESULTS = ("win", "draw", "loss")
@@ -426,7 +426,7 @@ def test_recurrent_opponents_carry_their_own_hidden_state():
 
 
 def test_evaluate_picks_the_opponent_and_team_size(selfplay_run):
-    from jaxrl.evaluate import evaluate, main  # noqa: PLC0415
+    from jaxrl.commands.evaluate import evaluate, main  # noqa: PLC0415
 
     result = evaluate(
         selfplay_run.run_dir,

@@ -12,11 +12,11 @@ from flax import struct
 from gymnax.environments.classic_control import cartpole
 
 import envs
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.commands.train import main, train
 from jaxrl.config import load_config
-from jaxrl.setup import make_setup
-from jaxrl.train import main, train
-from jaxrl.train_step import init_runner_state
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_runner_state
 from tests.conftest import tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]

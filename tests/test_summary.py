@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 
 from jaxrl.config import load_config
-from jaxrl.setup import make_setup
-from jaxrl.summary import batch_line, done_line, feature_status, schedule_line
+from jaxrl.run.setup import make_setup
+from jaxrl.run.summary import batch_line, done_line, feature_status, schedule_line
 from tests.conftest import make_tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def test_done_line_carries_the_status():
 
 
 def test_network_line_names_the_cnn_of_each_image_leaf():
-    from jaxrl.summary import _network_line  # noqa: PLC0415
+    from jaxrl.run.summary import _network_line  # noqa: PLC0415
 
     pixels = make_tiny_config("env.name=envs.probes:PixelProbe")  # 12x12x1 frames: small CNN
     assert _network_line(pixels, make_setup(pixels).network).startswith(

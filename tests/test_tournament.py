@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import yaml
 
-from jaxrl.match import NETWORK
-from jaxrl.tournament import load_players, main, make_play_batch, pair_key
+from jaxrl.commands.tournament import load_players, main, make_play_batch, pair_key
+from jaxrl.core.match import NETWORK
 
 
 def test_policy_against_itself_scores_half(selfplay_run):

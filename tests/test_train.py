@@ -18,12 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.checkpoint import Checkpointer
+from jaxrl.commands.train import TrainingError, _Signals, train
+from jaxrl.commands.train import main as train_main
 from jaxrl.config import ConfigError, load_config
-from jaxrl.setup import current_learning_rate, make_setup
-from jaxrl.train import TrainingError, _Signals, train
-from jaxrl.train import main as train_main
-from jaxrl.train_step import init_run, init_runner_state, make_train_step, train_chunk
+from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.setup import current_learning_rate, make_setup
+from jaxrl.run.train_step import init_run, init_runner_state, make_train_step, train_chunk
 from tests.conftest import TINY_CARTPOLE, make_tiny_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,7 +150,7 @@ def test_existing_run_dir_is_refused(tiny_config, two_runs):
 
 
 def test_evaluate_restores_params(two_runs):
-    from jaxrl.evaluate import evaluate  # noqa: PLC0415
+    from jaxrl.commands.evaluate import evaluate  # noqa: PLC0415
 
     result = evaluate(two_runs[0].run_dir, episodes=4)
     assert result.step == 24
@@ -162,7 +162,7 @@ def test_evaluate_restores_params(two_runs):
 
 def test_evaluate_env_param_is_cast_to_the_leaf_dtype(two_runs, capsys):
     """``--env-param`` values take the leaf's dtype (5.0 for an int) or are refused in one line."""
-    from jaxrl.evaluate import evaluate, main  # noqa: PLC0415
+    from jaxrl.commands.evaluate import evaluate, main  # noqa: PLC0415
 
     run_dir = two_runs[0].run_dir
     short = evaluate(run_dir, episodes=2, env_overrides={"max_steps_in_episode": 5.0})
@@ -230,7 +230,7 @@ def _saved_steps(run_dir: Path) -> list[int]:
 
 
 def _final_state(tiny_config, run_dir: Path):
-    from jaxrl.checkpoint import Checkpointer  # noqa: PLC0415
+    from jaxrl.run.checkpoint import Checkpointer  # noqa: PLC0415
 
     setup = make_setup(tiny_config)
     like = init_runner_state(setup, jax.random.key(0))
@@ -298,7 +298,7 @@ def test_first_signal_saves_the_chunk_in_flight(tiny_config, tmp_path, two_runs,
     _assert_same_as_uninterrupted(tiny_config, run_dir, two_runs[0].runner)
 
     # A finished run: one line, exit 0, and the train step is never compiled.
-    import jaxrl.train as train_module  # noqa: PLC0415
+    import jaxrl.commands.train as train_module  # noqa: PLC0415
 
     def no_compile(*args):
         raise AssertionError("a complete run was compiled")

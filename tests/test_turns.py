@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 
 from envs.probes import NIM_RANDOM, NIM_RULE, MaskedBandit, Nim
-from jaxrl.acting import PolicyParams
+from jaxrl.commands.tournament import load_players, main, make_play_batch, pair_key
+from jaxrl.commands.train import train
 from jaxrl.config import config_from_dict
-from jaxrl.gae import bootstrap_values, gae, turn_gae
-from jaxrl.match import NETWORK, MatchSpec, idle_plan, match_step, start_matches
-from jaxrl.play import eval_layout
-from jaxrl.ppo import advantages_of, training_batch
-from jaxrl.runner import init_params
-from jaxrl.setup import make_setup
-from jaxrl.tournament import load_players, main, make_play_batch, pair_key
-from jaxrl.train import train
-from jaxrl.train_step import init_runner_state, train_chunk
-from jaxrl.types import RunningStats, Transition
+from jaxrl.core.acting import PolicyParams
+from jaxrl.core.gae import bootstrap_values, gae, turn_gae
+from jaxrl.core.match import NETWORK, MatchSpec, idle_plan, match_step, start_matches
+from jaxrl.core.ppo import advantages_of, training_batch
+from jaxrl.core.types import RunningStats, Transition
+from jaxrl.run.play import eval_layout
+from jaxrl.run.runner import init_params
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_runner_state, train_chunk
 
 GAMMA, LAMBDA = 0.9, 0.8
 

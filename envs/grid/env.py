@@ -419,7 +419,7 @@ def materialize(bits: jax.Array) -> jax.Array:
     """``bits`` (uint32 [n]) unchanged, computed once into a buffer of their own.
 
     Dozens of fusions read the step's bits. With the hash in straight-line form (JAX's
-    lowering off CPU, and on CPU once :mod:`jaxrl.prng` is installed) XLA copies it, and the
+    lowering off CPU, and on CPU once :mod:`jaxrl.core.prng` is installed) XLA copies it, and the
     hashes that made the caller's keys, into each of them; LLVM's loop vectorizer then took
     over ten minutes on one of those kernels (jax 0.10.2). A reduction is not fused into the
     elementwise kernels that read it, so the hash is computed once, here, for free.
@@ -534,7 +534,7 @@ class MettaArena(environment.Environment[EnvState, EnvParams]):
         """
         params = self.default_params if params is None else params
         # One draw of random bits per step (on CPU each draw is a loop of kernels, or with
-        # jaxrl.prng one hash kernel): the turn order, then the layout of the next episode.
+        # jaxrl.core.prng one hash kernel): the turn order, then the layout of the next episode.
         num_agents, rooms = self.num_agents, self.spec.rooms
         bits = materialize(jax.random.bits(key, (num_agents + 2 * rooms,), jnp.uint32))
         stepped, reward, info = self._transition(bits[:num_agents], state, action, params)

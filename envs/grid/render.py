@@ -20,7 +20,7 @@ from PIL import Image, ImageDraw
 from envs.grid import rules as grid_rules
 from envs.grid.env import PAD
 
-STEP_DT = 0.1  # seconds of GIF per env step at the renderer's default pace (jaxrl.render)
+STEP_DT = 0.1  # seconds of GIF per env step at the renderer's default pace (jaxrl.commands.render)
 CELL = 10  # pixels per cell
 PANEL = 190  # pixels of the inventory panel
 HUD = 18  # pixels of the step counter bar

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 from PIL import Image
 
-STEP_DT = 0.1  # seconds of GIF per env step at the renderer's default pace (jaxrl.render)
+STEP_DT = 0.1  # seconds of GIF per env step at the renderer's default pace (jaxrl.commands.render)
 BLOCK_PIXELS = 16  # pixels a block: one of the sizes Craftax ships textures for
 
 

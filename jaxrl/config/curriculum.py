@@ -21,7 +21,7 @@ class StageConfig:
 
     name: str = ""  # shown in logs
     env: dict[str, Any] = field(default_factory=dict)  # EnvParams overrides in this stage
-    metric: str = "episode_return"  # update metric that promotes (see jaxrl/curriculum.py)
+    metric: str = "episode_return"  # update metric that promotes (see jaxrl/features/curriculum.py)
     threshold: float = 0.0  # promote when the window mean reaches this
     window: int = 10  # updates (with finished episodes) averaged
     min_updates: int = 0  # updates spent in the stage before promotion is possible

@@ -95,14 +95,14 @@ def validate_env(config: Config, built: BuiltEnv) -> None:
 
 
 def encoder_plan(config: Config, env: Any, env_params: Any) -> Any:
-    """The leaves' encoders (``jaxrl.encoders.plan_encoders``) of one actor's observation of a
+    """The leaves' encoders (``jaxrl.core.encoders.plan_encoders``) of one actor's observation of a
     JAX env under ``network.encoder``; None: the flattened rows go to the torso.
 
     Raises:
       ConfigError: the encoder does not fit the observations (one line).
     """
     from envs import protocols  # noqa: PLC0415
-    from jaxrl.encoders import plan_encoders  # noqa: PLC0415 - keep the config free of flax
+    from jaxrl.core.encoders import plan_encoders  # noqa: PLC0415 - keep the config free of flax
 
     obs_shape = tuple(env.observation_space(env_params).shape)
     if protocols.num_agents(env) > 1:

@@ -1,10 +1,10 @@
 """``ppo:`` PPO hyperparameters.
 
 A field declared with :func:`member_value` is a *member value*: traced in the compiled step
-(``jaxrl.hyper.Hyper`` gets a float32 leaf of that name), so a sweep may vary it and PBT may
+(``jaxrl.core.hyper.Hyper`` gets a float32 leaf of that name), so a sweep may vary it and PBT may
 explore it without a recompile, and the loss reads it as ``hp.values.<name>``. Its rule is
 checked here for the config, every swept value and every bound PBT keeps it in. Adding a loss
-coefficient PBT may explore is one such field here and its use in ``jaxrl/losses.py``.
+coefficient PBT may explore is one such field here and its use in ``jaxrl/core/losses.py``.
 """
 
 from __future__ import annotations

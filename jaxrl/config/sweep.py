@@ -76,7 +76,7 @@ def member_kind(where: str, key: str, values: list[float], env_params: Any) -> s
         return "float"
     if key.startswith(ENV_PREFIX):
         from envs.params import check_leaf_values  # noqa: PLC0415 - envs imports gymnax
-        from jaxrl.hyper import check_env_values  # noqa: PLC0415 - hyper imports jax
+        from jaxrl.core.hyper import check_env_values  # noqa: PLC0415 - hyper imports jax
 
         try:
             kind = check_env_values(key, values, env_params)

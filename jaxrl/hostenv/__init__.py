@@ -3,8 +3,8 @@
 ``env.backend: gymnasium | envpool`` selects this path. Host envs are stepped in NumPy by an
 actor (:mod:`jaxrl.hostenv.actor`) that runs the policy jitted on the actor device; each
 rollout is handed to the learner (:mod:`jaxrl.hostenv.learner`), one compiled PPO update built
-from the same pieces as the JAX path (:func:`jaxrl.gae.gae`, :func:`jaxrl.ppo.update_epochs`,
-:func:`jaxrl.losses.ppo_loss`, :func:`jaxrl.acting.act`); the new parameters go back to the
+from the same pieces as the JAX path (:func:`jaxrl.core.gae.gae`, :func:`jaxrl.core.ppo.update_epochs`,
+:func:`jaxrl.core.losses.ppo_loss`, :func:`jaxrl.core.acting.act`); the new parameters go back to the
 actor. :mod:`jaxrl.hostenv.loop` is the training loop (sync or async, ``env.host_mode``).
 
 Modules:

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act, value_of
+from jaxrl.core.acting import ActOutput, PolicyParams, PolicySpec, act, value_of
 from jaxrl.hostenv.learner import HostSpec, Trajectory
 from jaxrl.hostenv.vecenv import HostVecEnv
 
@@ -50,7 +50,7 @@ def policy_step(
     key: jax.Array,
     step: jax.Array,
 ) -> ActOutput:
-    """:func:`jaxrl.acting.act` with the step's key folded from the rollout's key."""
+    """:func:`jaxrl.core.acting.act` with the step's key folded from the rollout's key."""
     return act(spec, policy, hidden, obs, is_first, jax.random.fold_in(key, step))
 
 

@@ -1,9 +1,9 @@
 """The learner of a host run: one compiled PPO update on a rollout the actor hands over.
 
-The update is the JAX path's own, :func:`jaxrl.ppo.learn` (GAE, recurrent sequences,
-minibatching, ``apply_if_finite``'s NaN guard, :func:`jaxrl.losses.ppo_loss`), on the rollout
-the actor handed over; :func:`jaxrl.acting.value_of` bootstraps it. The optimiser and its
-annealing are :func:`jaxrl.setup.make_optimizer`'s. Metrics are reduced in-graph to float32
+The update is the JAX path's own, :func:`jaxrl.core.ppo.learn` (GAE, recurrent sequences,
+minibatching, ``apply_if_finite``'s NaN guard, :func:`jaxrl.core.losses.ppo_loss`), on the rollout
+the actor handed over; :func:`jaxrl.core.acting.value_of` bootstraps it. The optimiser and its
+annealing are :func:`jaxrl.run.setup.make_optimizer`'s. Metrics are reduced in-graph to float32
 scalars.
 """
 
@@ -17,18 +17,18 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.acting import PolicyParams, PolicySpec, value_of
 from jaxrl.config.root import Config
+from jaxrl.core.acting import PolicyParams, PolicySpec, value_of
+from jaxrl.core.hyper import base_hyper
+from jaxrl.core.losses import LossHyperparams
+from jaxrl.core.ppo import LearnSpec, OptState, UpdateSpec
+from jaxrl.core.ppo import learn as ppo_learn
+from jaxrl.core.precision import compute_dtype
+from jaxrl.core.types import LossMetrics, RunnerState, RunningStats, Transition
 from jaxrl.hostenv.networks import make_network
 from jaxrl.hostenv.spaces import HostSpaces
-from jaxrl.hyper import base_hyper
-from jaxrl.losses import LossHyperparams
-from jaxrl.ppo import LearnSpec, OptState, UpdateSpec
-from jaxrl.ppo import learn as ppo_learn
-from jaxrl.precision import compute_dtype
-from jaxrl.setup import current_learning_rate, make_optimizer
-from jaxrl.train_step import explained_variance
-from jaxrl.types import LossMetrics, RunnerState, RunningStats, Transition
+from jaxrl.run.setup import current_learning_rate, make_optimizer
+from jaxrl.run.train_step import explained_variance
 
 LOSS_TAGS = tuple(field.name for field in dataclasses.fields(LossMetrics))
 
@@ -41,8 +41,8 @@ class HostSpec:
     spaces: HostSpaces
     network: nn.Module
     policy: PolicySpec
-    learn: LearnSpec  # the JAX path's PPO update (jaxrl.ppo.learn)
-    hyper: Any  # jaxrl.hyper.Hyper: the config's gamma, gae_lambda, lr, loss coefficients
+    learn: LearnSpec  # the JAX path's PPO update (jaxrl.core.ppo.learn)
+    hyper: Any  # jaxrl.core.hyper.Hyper: the config's gamma, gae_lambda, lr, loss coefficients
 
     @property
     def sequence_length(self) -> int:

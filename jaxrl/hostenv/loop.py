@@ -11,7 +11,7 @@
   but env stepping and learning overlap.
 
 Checkpoints save the params, optimiser state, keys and counters (a
-:class:`jaxrl.types.RunnerState` without env state); the host envs are not saved: a resumed
+:class:`jaxrl.core.types.RunnerState` without env state); the host envs are not saved: a resumed
 run restarts them from a new seed (``seed`` folded with the update it resumes at).
 """
 
@@ -31,23 +31,23 @@ from typing import Any
 import jax
 import numpy as np
 
-from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import Config, build_env
 from jaxrl.config.loader import load_run_config
+from jaxrl.core.acting import PolicyParams
+from jaxrl.core.hyper import make_members
+from jaxrl.core.types import RunnerState
 from jaxrl.hostenv.actor import Actor, Rollout
 from jaxrl.hostenv.learner import HostSpec, init_runner, learn, make_host_spec, policy_of
 from jaxrl.hostenv.vecenv import make_vec
-from jaxrl.hyper import make_members
-from jaxrl.summary import progress_bar
-from jaxrl.types import RunnerState
+from jaxrl.run.checkpoint import Checkpointer, CheckpointError
+from jaxrl.run.summary import progress_bar
 
 ENV_SEED_STRIDE = 1_000_003  # a resumed run's envs: seed + stride * update (a new seed)
 
 
 @dataclass(frozen=True)
 class HostSetup:
-    """What :func:`jaxrl.train.make_loggers` reads of a run (its members: one)."""
+    """What :func:`jaxrl.commands.train.make_loggers` reads of a run (its members: one)."""
 
     members: Any
 
@@ -286,11 +286,11 @@ def _run_updates(
 
 
 def train_host(config: Config, run_dir: Path, saved: int | None, quiet: bool, signals: Any) -> Any:
-    """Train (or resume) a host run; called by :func:`jaxrl.train._train` for its backends.
+    """Train (or resume) a host run; called by :func:`jaxrl.commands.train._train` for its backends.
 
-    Returns a :class:`jaxrl.train.TrainResult`. Raises what :func:`jaxrl.train.train` raises.
+    Returns a :class:`jaxrl.commands.train.TrainResult`. Raises what :func:`jaxrl.commands.train.train` raises.
     """
-    # The jaxrl.train module that called: under `python -m jaxrl.train` it is __main__, whose
+    # The jaxrl.commands.train module that called: under `python -m jaxrl.train` it is __main__, whose
     # exception classes its main() catches (an import here would give a second copy).
     trainer = sys.modules[type(signals).__module__]
     spec, runner = build(config)
@@ -346,10 +346,10 @@ def evaluate_host(
 ) -> Any:
     """``episodes`` episodes of a host run's checkpointed policy on fresh host envs.
 
-    Returns a :class:`jaxrl.evaluate.EvalResult` (the first ``episodes`` episodes to end,
+    Returns a :class:`jaxrl.commands.evaluate.EvalResult` (the first ``episodes`` episodes to end,
     on ``min(episodes, env.num_envs)`` envs seeded with ``seed``).
     """
-    from jaxrl.evaluate import EvalResult  # noqa: PLC0415 - jaxrl.evaluate dispatches here
+    from jaxrl.commands.evaluate import EvalResult  # noqa: PLC0415 - jaxrl.commands.evaluate dispatches here
 
     spec, policy, step = restore_host_policy(run_dir, step)
     config = spec.config
@@ -375,7 +375,7 @@ def play_episodes(
     spec: HostSpec, vec: Any, policy: PolicyParams, episodes: int, seed: int, deterministic: bool
 ) -> tuple[list[float], list[int]]:
     """Returns and lengths of the first ``episodes`` episodes ``vec`` finishes under ``policy``."""
-    from jaxrl.acting import act  # noqa: PLC0415
+    from jaxrl.core.acting import act  # noqa: PLC0415
 
     step_fn = jax.jit(
         lambda p, h, o, f, k: act(spec.policy, p, h, o, f, k, deterministic=deterministic)

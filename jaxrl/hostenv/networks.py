@@ -1,6 +1,6 @@
-"""The actor-critic of a host run: jaxrl's :class:`~jaxrl.networks.ActorCritic`, with a CNN
+"""The actor-critic of a host run: jaxrl's :class:`~jaxrl.core.networks.ActorCritic`, with a CNN
 encoder in front for ``[C, H, W]`` uint8 image observations (Atari): the Nature CNN of
-:mod:`jaxrl.encoders`, the one the JAX path uses (``network.encoder``)."""
+:mod:`jaxrl.core.encoders`, the one the JAX path uses (``network.encoder``)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl.config.root import Config
-from jaxrl.encoders import (  # noqa: F401 - PatchConv: the host's public names, as before
+from jaxrl.core.encoders import (  # noqa: F401 - PatchConv: the host's public names, as before
     ImageEncoder,
     NatureEncoder,
     PatchConv,
 )
+from jaxrl.core.networks import ActorCritic
 from jaxrl.hostenv.spaces import HostSpaces, host_encoder
-from jaxrl.networks import ActorCritic
 
 
 class ImageActorCritic(nn.Module):
@@ -26,7 +26,7 @@ class ImageActorCritic(nn.Module):
     ``__call__(hidden, obs [L, N, C, H, W], is_first [L, N])`` returns what
     :class:`ActorCritic` returns for the encoded ``[L, N, F]`` features. ``kind="nature"``:
     :class:`NatureEncoder` (params ``NatureEncoder_0``, as before the encoders were shared);
-    ``"small"``: the small CNN of :class:`~jaxrl.encoders.ImageEncoder` (``SmallEncoder``).
+    ``"small"``: the small CNN of :class:`~jaxrl.core.encoders.ImageEncoder` (``SmallEncoder``).
     """
 
     head: ActorCritic

@@ -46,7 +46,7 @@ def host_encoder(encoder: str, spaces: HostSpaces, name: str) -> str | None:
     Raises:
       ConfigError: the encoder does not fit the observations (one line).
     """
-    from jaxrl.encoders import plan_encoders  # noqa: PLC0415 - keep the config free of flax
+    from jaxrl.core.encoders import plan_encoders  # noqa: PLC0415 - keep the config free of flax
 
     shape = spaces.obs_shape
     if not spaces.image:  # float or vector observations: flattened, as always

@@ -4,7 +4,7 @@ One package owns the league; the rest of jaxrl sees it only as features:
 
 - :class:`jaxrl.league.feature.SelfPlay`, a :class:`~jaxrl.features.Feature` like any
   other, hands the match step its pool and lane probabilities in the plan (the match step,
-  :mod:`jaxrl.match` and :mod:`jaxrl.opponents`, imports nothing of the league);
+  :mod:`jaxrl.core.match` and :mod:`jaxrl.core.opponents`, imports nothing of the league);
 - :class:`jaxrl.league.exploiters.Exploiters`, a :class:`~jaxrl.features.LearnerFeature`,
   runs the exploiters' vmapped update and hand-off after the learner's.
 

@@ -23,8 +23,13 @@ import jax
 import jax.numpy as jnp
 
 from envs import protocols
-from jaxrl.acting import PolicyParams
 from jaxrl.config import SelfPlayConfig
+from jaxrl.core.acting import PolicyParams
+from jaxrl.core.layout import Layout, sum_over_devices
+from jaxrl.core.match import MatchPlan
+from jaxrl.core.metrics import MetricSpec, Scalar, mean_of
+from jaxrl.core.opponents import RESULT_NAMES
+from jaxrl.core.types import RunningStats
 from jaxrl.features import (
     BuildContext,
     Feature,
@@ -33,7 +38,6 @@ from jaxrl.features import (
     masked_sums,
     set_rows,
 )
-from jaxrl.layout import Layout, sum_over_devices
 from jaxrl.league.groups import group_kinds, group_mask
 from jaxrl.league.pool import (
     MemberPoolState,
@@ -46,10 +50,6 @@ from jaxrl.league.pool import (
     take_snapshot,
 )
 from jaxrl.league.rating import RULE_ELO, learner_rating
-from jaxrl.match import MatchPlan
-from jaxrl.metrics import MetricSpec, Scalar, mean_of
-from jaxrl.opponents import RESULT_NAMES
-from jaxrl.types import RunningStats
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -112,7 +112,7 @@ class SelfPlay(Feature):
         on = self.switched_on(result.plan)
         active = sum_over_devices(on.any().astype(jnp.int32), layout.axis) > 0
 
-        # Pool games of this rollout (pure matches only, see jaxrl.opponents): PFSP's counts.
+        # Pool games of this rollout (pure matches only, see jaxrl.core.opponents): PFSP's counts.
         if result.tally is None:  # no pool lanes: every training env plays latest or rule
             slot_results = jnp.zeros((size, len(RESULT_NAMES)), jnp.float32)
         else:
@@ -199,7 +199,7 @@ class SelfPlay(Feature):
     def status(self, metrics: Mapping[str, float]) -> str:
         """``self-play on (pool 3/8)`` or ``self-play off`` (a curriculum stage switched it off
         for the whole chunk: its pool size went unreported); see
-        :class:`jaxrl.summary.ReportsStatus`."""
+        :class:`jaxrl.run.summary.ReportsStatus`."""
         pool = metrics.get("selfplay/pool_size", math.nan)
         if math.isnan(pool):
             return "self-play off"

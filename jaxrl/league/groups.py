@@ -9,7 +9,7 @@ in this order::
 
 Groups are static, so every opponent's forward pass runs on a static slice with its own
 params: there is no per-env copy of params, and changing who is in the pool never retraces.
-The sizes are stored in the :class:`~jaxrl.layout.Layout` (``latest_envs``, ``rule_envs``,
+The sizes are stored in the :class:`~jaxrl.core.layout.Layout` (``latest_envs``, ``rule_envs``,
 ``pool_lanes``, ``lane_envs``, ``pool_size``); this module sizes them and reads them.
 """
 
@@ -22,8 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import SelfPlayConfig
-from jaxrl.layout import Layout
-from jaxrl.match import NETWORK
+from jaxrl.core.layout import Layout
+from jaxrl.core.match import NETWORK
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ any game),
     uniform:   weight 1
 
 normalised over the filled slots. Each pool lane draws its next opponent from these
-probabilities (:mod:`jaxrl.opponents`). Everything is arrays of fixed shape, so a
+probabilities (:mod:`jaxrl.core.opponents`). Everything is arrays of fixed shape, so a
 snapshot or a new draw never retraces.
 """
 
@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.acting import PolicyParams
-from jaxrl.elo import expected_score
+from jaxrl.core.acting import PolicyParams
+from jaxrl.league.elo import expected_score
 
 PFSP_MODES = ("hard", "variance", "uniform")
 

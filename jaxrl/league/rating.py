@@ -1,7 +1,7 @@
 """The learner's in-graph rating against the RulePolicy.
 
 ``selfplay/elo`` is the learner's Bradley-Terry rating against the RulePolicy, the anchor
-fixed at 1500 as in :mod:`jaxrl.tournament`. Every update adds the rollout's RulePolicy
+fixed at 1500 as in :mod:`jaxrl.commands.tournament`. Every update adds the rollout's RulePolicy
 matches to decayed win/draw/loss counts (``result_decay`` per update, as the pool's), and
 :func:`learner_rating` moves the rating by damped Newton steps toward the maximum-likelihood
 rating of those counts (draws half, plus the tournament's 1/2 virtual draw). Its fixed point
@@ -24,10 +24,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl.elo import newton_elo
+from jaxrl.league.elo import newton_elo
 
 RULE_ELO = 1500.0  # the RulePolicy's fixed rating (the anchor)
-# Virtual draws against the anchor, as jaxrl.tournament's fit: a perfect record stays finite.
+# Virtual draws against the anchor, as jaxrl.commands.tournament's fit: a perfect record stays finite.
 RULE_PRIOR_GAMES = 0.5
 # Newton steps per update; warm-started at the last rating, one or two already converge.
 ELO_ITERATIONS = 4
@@ -36,7 +36,7 @@ ELO_ITERATIONS = 4
 def learner_rating(rating: jax.Array, rule_results: jax.Array, damping_games: float) -> jax.Array:
     """The learner's Elo from its decayed results against the RulePolicy (fixed at 1500).
 
-    Damped Newton steps (:func:`jaxrl.elo.newton_elo`) from ``rating`` toward the
+    Damped Newton steps (:func:`jaxrl.league.elo.newton_elo`) from ``rating`` toward the
     maximum-likelihood rating of ``rule_results`` plus ``RULE_PRIOR_GAMES`` virtual draws,
     with a prior worth ``damping_games`` even games centred on ``rating``.
 

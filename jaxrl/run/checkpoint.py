@@ -35,8 +35,8 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from jaxrl.acting import PolicyParams
-from jaxrl.types import RunnerState
+from jaxrl.core.acting import PolicyParams
+from jaxrl.core.types import RunnerState
 
 
 class CheckpointError(RuntimeError):
@@ -118,11 +118,11 @@ def split_runner(runner: RunnerState) -> tuple[PolicyParams, RunnerState, dict[s
     return policy, rest, features
 
 
-MEMBER_FILE = "member.json"  # marks a member extracted by jaxrl.extract: policies only
+MEMBER_FILE = "member.json"  # marks a member extracted by jaxrl.commands.extract: policies only
 
 
 def extracted_from(run_dir: str | Path) -> dict[str, Any] | None:
-    """The ``member.json`` of a run written by :mod:`jaxrl.extract`, or None for any other."""
+    """The ``member.json`` of a run written by :mod:`jaxrl.commands.extract`, or None for any other."""
     path = Path(run_dir) / MEMBER_FILE
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -168,7 +168,7 @@ class Checkpointer:
         return step
 
     def save_policy(self, policy: PolicyParams, meta: dict[str, Any], step: int) -> int:
-        """Save a policy alone at ``step`` (an extracted member: :mod:`jaxrl.extract`); it
+        """Save a policy alone at ``step`` (an extracted member: :mod:`jaxrl.commands.extract`); it
         restores with :meth:`restore_policy` and :meth:`meta`, not as a whole runner."""
         self.manager.save(
             int(step),

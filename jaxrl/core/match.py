@@ -1,8 +1,8 @@
 """The match step: every actor of every env acts, then one vmapped env step.
 
-This is the one acting loop body of jaxrl. Training rollouts (:mod:`jaxrl.rollout`),
-evaluation (:mod:`jaxrl.evaluate`), rendering (:mod:`jaxrl.render`) and tournaments
-(:mod:`jaxrl.tournament`) all call :func:`match_step`; they differ only in the
+This is the one acting loop body of jaxrl. Training rollouts (:mod:`jaxrl.core.rollout`),
+evaluation (:mod:`jaxrl.commands.evaluate`), rendering (:mod:`jaxrl.commands.render`) and tournaments
+(:mod:`jaxrl.commands.tournament`) all call :func:`match_step`; they differ only in the
 :class:`MatchPlan` they pass and in what they keep of the :class:`MatchRecord`.
 
 Single-team envs: the learner drives every agent slot (``A = num_agents`` actors per env).
@@ -18,14 +18,14 @@ actors) and an opponent drives the other team. Who the opponent is, per env, is 
   "random": 2}``) at full skill;
 - ``NETWORK``: the current policy for the league's ``latest`` envs (computed in the
   learner's own forward pass), a pool snapshot for the pool lanes (one vmapped pass over
-  lanes, each with its snapshot's params and normaliser); see :mod:`jaxrl.opponents`.
+  lanes, each with its snapshot's params and normaliser); see :mod:`jaxrl.core.opponents`.
 
 Both teams see the same mirrored egocentric observation, so any policy plays either side.
 
 A two-team step is four small pure functions: :func:`learner_pass` (the learner's rows and
 the current-policy opponents' rows in one forward pass), :func:`opponent_actions` (scripted
 and network opponents), :func:`step_envs` (one vmapped env step) and the league's bookkeeping
-(:func:`jaxrl.opponents.bookkeeping`: the pool lanes' results and next draws).
+(:func:`jaxrl.core.opponents.bookkeeping`: the pool lanes' results and next draws).
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ from flax import struct
 
 from envs import protocols
 from envs.wrappers import legal_actions, player_to_move
-from jaxrl import opponents
-from jaxrl.acting import ActOutput, PolicyParams, PolicySpec, act
-from jaxrl.layout import Layout, shard_rows
-from jaxrl.networks import mask_logits
-from jaxrl.opponents import LaneCarry, LeagueTally
+from jaxrl.core import opponents
+from jaxrl.core.acting import ActOutput, PolicyParams, PolicySpec, act
+from jaxrl.core.layout import Layout, shard_rows
+from jaxrl.core.networks import mask_logits
+from jaxrl.core.opponents import LaneCarry, LeagueTally
 
 FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
 NETWORK = -2  # opponent (or learner) kind: a network
@@ -103,7 +103,7 @@ def step_keys(spec: MatchSpec, key: jax.Array) -> StepKeys:
     """Split ``key`` into the keys of one match step (one split call).
 
     Per-env keys are drawn for the envs of every device and sliced to this device's
-    (:func:`jaxrl.layout.shard_rows`): env ``e`` gets the same key on any number of devices.
+    (:func:`jaxrl.core.layout.shard_rows`): env ``e`` gets the same key on any number of devices.
     """
     layout = spec.layout
     num_envs, axis, devices = layout.total_envs, layout.axis, layout.devices

@@ -16,7 +16,7 @@ order the built run lists them, and the step knows none of them by name:
   ``[R]`` after every member's update: the chunk is then a scan of (every member's update,
   vmapped, then each population feature), their states carried beside the members'.
 
-One PPO update on a trajectory batch is :func:`jaxrl.ppo.learn`; :func:`update` wraps it
+One PPO update on a trajectory batch is :func:`jaxrl.core.ppo.learn`; :func:`update` wraps it
 with the plan, the rollout and the features.
 """
 
@@ -29,16 +29,17 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import PartitionSpec as P
 
-from jaxrl.acting import value_of
+from jaxrl.core.acting import value_of
+from jaxrl.core.layout import sum_over_devices
+from jaxrl.core.metrics import Scalar, idle_packed, mean_of, pack, reduce_packed
+from jaxrl.core.normalize import normalize
+from jaxrl.core.ppo import Learned, OptState, StepMetrics, learn
+from jaxrl.core.ppo import make_sequences as _make_sequences
+from jaxrl.core.ppo import training_batch as _training_batch
+from jaxrl.core.rollout import RolloutOutput, rollout
+from jaxrl.core.types import RunnerState
 from jaxrl.features import LearnerOps, UpdateResult, masked_sums
-from jaxrl.layout import sum_over_devices
-from jaxrl.metrics import Scalar, idle_packed, mean_of, pack, reduce_packed
-from jaxrl.normalize import normalize
-from jaxrl.ppo import Learned, OptState, StepMetrics, learn
-from jaxrl.ppo import make_sequences as _make_sequences
-from jaxrl.ppo import training_batch as _training_batch
-from jaxrl.rollout import RolloutOutput, rollout
-from jaxrl.runner import (  # noqa: F401 - re-exported: the step's entry points
+from jaxrl.run.runner import (  # noqa: F401 - re-exported: the step's entry points
     as_restored,
     init_member_params,
     init_params,
@@ -51,8 +52,7 @@ from jaxrl.runner import (  # noqa: F401 - re-exported: the step's entry points
     runner_specs,
     without_population,
 )
-from jaxrl.setup import LOSS_TAGS, Setup, current_learning_rate, metric_specs
-from jaxrl.types import RunnerState
+from jaxrl.run.setup import LOSS_TAGS, Setup, current_learning_rate, metric_specs
 
 
 def global_var(x: jax.Array, axis: str | None) -> jax.Array:
@@ -72,19 +72,19 @@ def explained_variance(values: jax.Array, returns: jax.Array, axis: str | None =
 
 
 def make_sequences(setup: Setup, data, start_hidden):
-    """:func:`jaxrl.ppo.make_sequences` at the run's sequence length."""
+    """:func:`jaxrl.core.ppo.make_sequences` at the run's sequence length."""
     return _make_sequences(setup.step.sequence_length, data, start_hidden)
 
 
 def training_batch(setup: Setup, traj, start_hidden, advantages, targets):
-    """:func:`jaxrl.ppo.training_batch` of the run."""
+    """:func:`jaxrl.core.ppo.training_batch` of the run."""
     return _training_batch(setup.learn, traj, start_hidden, advantages, targets)
 
 
 def learn_from_rollout(
     setup: Setup, runner: RunnerState, match, out: RolloutOutput, key: jax.Array
 ) -> Learned:
-    """:func:`jaxrl.ppo.learn` on a rollout that left the envs at ``match``: the value of the
+    """:func:`jaxrl.core.ppo.learn` on a rollout that left the envs at ``match``: the value of the
     next observation bootstraps the last step."""
     rows = setup.layout.num_envs * setup.layout.actors_per_env
     last_obs = normalize(out.obs_stats, match.obs[:rows], setup.step.normalize_obs)
@@ -121,7 +121,7 @@ def features_after_update(
 def core_metrics(
     setup: Setup, out: RolloutOutput, learned: Learned, learning_rate: jax.Array
 ) -> dict[str, Scalar]:
-    """The PPO core's declared metrics of one update (:func:`jaxrl.setup.core_metric_specs`)."""
+    """The PPO core's declared metrics of one update (:func:`jaxrl.run.setup.core_metric_specs`)."""
     layout = setup.layout
     steps: StepMetrics = learned.steps
     train_envs = np.zeros(layout.total_envs, bool)
@@ -153,7 +153,7 @@ def core_metrics(
 
 
 def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
-    """One update: plan, a rollout of ``T`` steps on every env, PPO (:func:`jaxrl.ppo.learn`),
+    """One update: plan, a rollout of ``T`` steps on every env, PPO (:func:`jaxrl.core.ppo.learn`),
     then the per-member features and the learner features.
 
     Returns the new runner and the update's metrics packed in declaration order.

@@ -6,7 +6,7 @@ sequence re-runs the core from the state it started from. Only the first
 ``layout.num_envs`` envs train; evaluation-lane envs after them act in the same step and
 are reported in the episode sums only.
 
-The rollout reads a run through the narrow :class:`RolloutSpec` (a ``jaxrl.setup.Setup``
+The rollout reads a run through the narrow :class:`RolloutSpec` (a ``jaxrl.run.setup.Setup``
 is one); it knows no feature: whatever the match step tallies per step (the league's pool
 results) it sums over the rollout without looking inside.
 """
@@ -19,9 +19,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.acting import PolicyParams, PolicySpec, value_of
-from jaxrl.layout import Layout
-from jaxrl.match import (
+from jaxrl.core.acting import PolicyParams, PolicySpec, value_of
+from jaxrl.core.layout import Layout
+from jaxrl.core.match import (
     MatchCarry,
     MatchPlan,
     MatchRecord,
@@ -30,8 +30,8 @@ from jaxrl.match import (
     match_step,
     step_keys,
 )
-from jaxrl.normalize import normalize, update_stats
-from jaxrl.types import EpisodeSums, RunningStats, Transition
+from jaxrl.core.normalize import normalize, update_stats
+from jaxrl.core.types import EpisodeSums, RunningStats, Transition
 
 ENV_STEP_SCOPE = "env_steps"  # named scope of the rollout's loop over env steps
 TRUNCATION_SCOPE = "truncation_value"  # the one conditional of an env step (bench.hlo_audit)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl.types import RunningStats
+from jaxrl.core.types import RunningStats
 
 CLIP = 10.0  # normalised observations are clipped to +-CLIP
 

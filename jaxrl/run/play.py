@@ -1,9 +1,9 @@
 """Play outside training: restored policies through the shared match step.
 
-:mod:`jaxrl.evaluate`, :mod:`jaxrl.render`, :mod:`jaxrl.tournament` and :mod:`jaxrl.exploit`
+:mod:`jaxrl.commands.evaluate`, :mod:`jaxrl.commands.render`, :mod:`jaxrl.commands.tournament` and :mod:`jaxrl.commands.exploit`
 share this module:
 
-- one policy type, :class:`jaxrl.acting.PolicyParams` (network params and observation
+- one policy type, :class:`jaxrl.core.acting.PolicyParams` (network params and observation
   normaliser), restored from a run's checkpoint by :func:`load_policy` into the template
   :func:`policy_like`;
 - the env params of a play (:func:`play_params`: curriculum stage, EnvParams overrides, team
@@ -11,8 +11,8 @@ share this module:
   line;
 - the batch of a play (:func:`eval_layout`, :func:`eval_spec`, :func:`play_plan`): ``E``
   envs, no evaluation lanes, no opponent groups, one set of env params (``eval_``: play
-  outside training, not the in-graph evaluation lanes of :mod:`jaxrl.eval_lanes`);
-- the two loops around :func:`jaxrl.match.match_step`: :func:`play_first_episodes` (until
+  outside training, not the in-graph evaluation lanes of :mod:`jaxrl.features.eval_lanes`);
+- the two loops around :func:`jaxrl.core.match.match_step`: :func:`play_first_episodes` (until
   every env's first episode has ended, folding each step's record) and :func:`play_steps` (a
   fixed number of steps, keeping something of each).
 """
@@ -31,12 +31,10 @@ from flax import struct
 
 import envs
 from envs import protocols
-from jaxrl.acting import PolicyParams
-from jaxrl.checkpoint import Checkpointer, CheckpointError
 from jaxrl.config import load_run_config
-from jaxrl.curriculum import stage_params
-from jaxrl.layout import Layout
-from jaxrl.match import (
+from jaxrl.core.acting import PolicyParams
+from jaxrl.core.layout import Layout
+from jaxrl.core.match import (
     MatchCarry,
     MatchPlan,
     MatchRecord,
@@ -45,9 +43,11 @@ from jaxrl.match import (
     match_step,
     start_matches,
 )
-from jaxrl.runner import init_params
-from jaxrl.setup import Setup, make_setup
-from jaxrl.types import RunningStats
+from jaxrl.core.types import RunningStats
+from jaxrl.features.curriculum import stage_params
+from jaxrl.run.checkpoint import Checkpointer, CheckpointError
+from jaxrl.run.runner import init_params
+from jaxrl.run.setup import Setup, make_setup
 
 # How play outside training picks actions: sample from the policy (the default: what PPO
 # trained, and a greedy policy can score far below its samples), or take its mode.

@@ -9,7 +9,7 @@
 Each subcommand hands the rest of the command line to the ``main(argv)`` of its module
 (:data:`COMMANDS`), so the ``python -m`` forms and ``jaxrl <command>`` take the same flags
 and exit with the same status. ``train`` first joins the processes of a multi-process run
-(:func:`jaxrl.distributed.join_from_argv`), before anything imports JAX, as
+(:func:`jaxrl.run.distributed.join_from_argv`), before anything imports JAX, as
 ``python -m jaxrl.train`` does. Nothing heavy is imported until a command is chosen.
 """
 
@@ -27,44 +27,55 @@ from types import MappingProxyType
 class Command:
     """One subcommand: the module whose ``main(argv) -> int`` runs it, and a one-line summary."""
 
-    module: str  # e.g. "jaxrl.evaluate"
+    module: str  # e.g. "jaxrl.commands.evaluate"
     summary: str  # shown by ``jaxrl --help``
+
+    @property
+    def entry(self) -> str:
+        """The module ``python -m`` runs: ``jaxrl.evaluate`` for ``jaxrl.commands.evaluate``."""
+        package, _, name = self.module.rpartition(".")
+        return f"jaxrl.{name}" if package == "jaxrl.commands" else self.module
 
 
 # The subcommands, in the order ``jaxrl --help`` lists them (read by the CLI reference).
 COMMANDS: Mapping[str, Command] = MappingProxyType(
     {
-        "train": Command("jaxrl.train", "train a PPO agent from a YAML config, or resume a run"),
-        "evaluate": Command("jaxrl.evaluate", "measure a checkpointed policy's return"),
+        "train": Command(
+            "jaxrl.commands.train", "train a PPO agent from a YAML config, or resume a run"
+        ),
+        "evaluate": Command("jaxrl.commands.evaluate", "measure a checkpointed policy's return"),
         "check-env": Command(
-            "jaxrl.check_env", "check an env against the contract the trainer relies on"
+            "jaxrl.commands.check_env", "check an env against the contract the trainer relies on"
         ),
         "tournament": Command(
-            "jaxrl.tournament", "round-robin tournament between checkpoints, rated by Elo"
+            "jaxrl.commands.tournament", "round-robin tournament between checkpoints, rated by Elo"
         ),
-        "exploit": Command("jaxrl.exploit", "train a best response against a frozen checkpoint"),
+        "exploit": Command(
+            "jaxrl.commands.exploit", "train a best response against a frozen checkpoint"
+        ),
         "extract": Command(
-            "jaxrl.extract", "write one member of a population run as a run of its own"
+            "jaxrl.commands.extract", "write one member of a population run as a run of its own"
         ),
-        "export": Command("jaxrl.export", "write a policy as one ONNX or StableHLO file"),
-        "render": Command("jaxrl.render", "render an episode of a trained policy to a GIF"),
-        "plot": Command("jaxrl.plot", "figures from a run's TensorBoard event files"),
+        "export": Command("jaxrl.commands.export", "write a policy as one ONNX or StableHLO file"),
+        "render": Command(
+            "jaxrl.commands.render", "render an episode of a trained policy to a GIF"
+        ),
+        "plot": Command("jaxrl.commands.plot", "figures from a run's TensorBoard event files"),
         "bench": Command("bench.throughput", "env, train and inference throughput"),
     }
 )
 
 
-# The subcommand :func:`main` is running (e.g. "evaluate"), for :func:`prog`; None otherwise.
-_running: str | None = None
+# The name the running command's usage line shows ("jaxrl evaluate", "python -m jaxrl.evaluate"),
+# set by :func:`run_command`, for :func:`prog`; None when a command's main is called directly.
+_prog_name: str | None = None
 
 
 def prog(module: str) -> str:
-    """The name a command's usage line shows: ``jaxrl <command>`` while :func:`main` runs it,
-    else ``python -m <module>`` (e.g. ``prog("jaxrl.evaluate")``)."""
-    command = COMMANDS.get(_running or "")
-    if command is not None and command.module == module:
-        return f"jaxrl {_running}"
-    return f"python -m {module}"
+    """The name a command's usage line shows: what :func:`run_command` was started as (``jaxrl
+    evaluate`` or ``python -m jaxrl.evaluate``), else ``python -m jaxrl.<command>`` (e.g.
+    ``prog("jaxrl.commands.evaluate")``)."""
+    return _prog_name or f"python -m jaxrl.{module.rsplit('.', 1)[-1]}"
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -87,7 +98,7 @@ def usage() -> str:
         "usage: jaxrl <command> [args ...]",
         "",
         "commands (each also runs as python -m <module>):",
-        *(f"  {name:<{width}}  {c.summary} ({c.module})" for name, c in COMMANDS.items()),
+        *(f"  {name:<{width}}  {c.summary} ({c.entry})" for name, c in COMMANDS.items()),
         "",
         "jaxrl <command> --help shows the flags of one command.",
     ]
@@ -112,21 +123,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    return run_command(name, rest, prog_name=f"jaxrl {name}")
+
+
+def run_command(name: str, argv: Sequence[str], prog_name: str) -> int:
+    """Run the command ``name`` (a key of :data:`COMMANDS`) on ``argv``; its exit status.
+
+    ``train`` first joins the processes of a multi-process run, before anything imports JAX.
+    """
+    command = COMMANDS[name]
     if name == "train":  # join the other processes first: importing gymnax starts JAX
-        from jaxrl.distributed import join_from_argv  # noqa: PLC0415
+        from jaxrl.run.distributed import join_from_argv  # noqa: PLC0415
 
-        join_from_argv(rest)
+        join_from_argv(list(argv))
     module = importlib.import_module(command.module)
-    global _running  # noqa: PLW0603 - the command's parser reads it (its usage line's name)
-    _running = name
+    global _prog_name  # noqa: PLW0603 - the command's parser reads it (its usage line's name)
+    _prog_name = prog_name
     try:
-        return int(module.main(rest) or 0)
+        return int(module.main(list(argv)) or 0)
     finally:
-        _running = None
-
-
-# python -m jaxrl.cli: run main of the imported module, whose _running prog() reads.
-if __name__ == "__main__":
-    from jaxrl.cli import main as cli_main  # noqa: PLC0415
-
-    sys.exit(cli_main())
+        _prog_name = None

@@ -1,7 +1,7 @@
 """Observation encoders in front of the MLP torso: CNNs for images, one encoder per leaf.
 
 One set of convolutions serves both trainers. The JAX path (:class:`ObsEncoder`, inside
-:class:`jaxrl.networks.ActorCritic`) reads float observation rows ``[B, F]`` and cuts them into
+:class:`jaxrl.core.networks.ActorCritic`) reads float observation rows ``[B, F]`` and cuts them into
 the observation's leaves (:class:`LeafEncoding`); the host path
 (:mod:`jaxrl.hostenv.networks`) reads uint8 ``[M, C, H, W]`` frames (:class:`NatureEncoder`).
 

@@ -18,10 +18,10 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxrl.gae import bootstrap_values, gae, turn_gae
-from jaxrl.losses import LossHyperparams, Minibatch, ppo_loss
-from jaxrl.permutation import permutation
-from jaxrl.types import LossMetrics, RunningStats, Transition
+from jaxrl.core.gae import bootstrap_values, gae, turn_gae
+from jaxrl.core.losses import LossHyperparams, Minibatch, ppo_loss
+from jaxrl.core.permutation import permutation
+from jaxrl.core.types import LossMetrics, RunningStats, Transition
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -223,7 +223,7 @@ def learn(
     Args:
       spec: the run's :class:`LearnSpec`.
       state: params and optimiser state before the update.
-      hyper: the member's ``jaxrl.hyper.Hyper`` (gamma, gae_lambda, lr, loss coefficients).
+      hyper: the member's ``jaxrl.core.hyper.Hyper`` (gamma, gae_lambda, lr, loss coefficients).
       traj: ``Transition`` leaves ``[T, B, ...]``, time-major; ``obs`` raw.
       start_hidden: ``[T // L, B, ...]`` the core's state at the start of every sequence
         (``()`` without a core).
@@ -242,8 +242,8 @@ def learn(
 def advantages_of(
     traj: Transition, last_value: jax.Array, hyper: Any
 ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
-    """``(advantages [T, B], targets [T, B], weight)`` of a rollout: :func:`jaxrl.gae.gae`,
-    or for a turn-based env (``traj.turn`` given) :func:`jaxrl.gae.turn_gae` over each row's
+    """``(advantages [T, B], targets [T, B], weight)`` of a rollout: :func:`jaxrl.core.gae.gae`,
+    or for a turn-based env (``traj.turn`` given) :func:`jaxrl.core.gae.turn_gae` over each row's
     own moves, whose ``weight [T, B]`` bool marks the moves that train (else None)."""
     if traj.turn is None:
         next_values = bootstrap_values(traj.value, last_value, traj.final_value, traj.truncated)

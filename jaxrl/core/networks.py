@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.encoders import ObsEncoder
+from jaxrl.core.encoders import ObsEncoder
 
 ACTIVATIONS = {
     "tanh": nn.tanh,
@@ -210,7 +210,7 @@ class ActorCritic(nn.Module):
     # they are.
     entities: Any = None
     entity_width: int = 0
-    # The observation's leaves (tuple of jaxrl.encoders.LeafEncoding: image leaves through a
+    # The observation's leaves (tuple of jaxrl.core.encoders.LeafEncoding: image leaves through a
     # CNN, the others flat), encoded by an ObsEncoder before each torso; None: rows go to the
     # torso as they are (vector observations: the graph and params of before the encoders).
     encoders: Any = None

@@ -5,7 +5,7 @@ compiled program: every leaf of the runner state gets a leading ``[R]`` axis and
 function is ``jax.vmap``ped over it. Member ``m`` is sweep point ``m // num_seeds`` with seed
 ``seed + m % num_seeds``; with one member there is no leading axis at all.
 
-The values a sweep (or population-based training, :mod:`jaxrl.pbt`) may vary per member are
+The values a sweep (or population-based training, :mod:`jaxrl.features.pbt`) may vary per member are
 array leaves of :class:`Hyper`, carried in the runner state, so every member traces the same
 function: no recompile per value. They are addressed by their config key:
 

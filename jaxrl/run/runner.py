@@ -1,7 +1,7 @@
 """A run's runner states: initial params, the plan of a rollout, fresh matches, the members.
 
-All initialisation lives here, in one direction: a built run (:class:`jaxrl.setup.Setup`) in,
-a :class:`~jaxrl.types.RunnerState` out. Every feature's state is initialised through its own
+All initialisation lives here, in one direction: a built run (:class:`jaxrl.run.setup.Setup`) in,
+a :class:`~jaxrl.core.types.RunnerState` out. Every feature's state is initialised through its own
 interface (:mod:`jaxrl.features`): per-member features from the initial params, learner
 features from the member's key (they build runners of their own with
 :func:`init_runner_state`, handed to them), population features from the members' seeds.
@@ -17,11 +17,11 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 
-from jaxrl.distributed import replicate
-from jaxrl.hyper import Hyper, member_env_params
-from jaxrl.match import MatchPlan, idle_plan, start_matches
-from jaxrl.setup import Setup
-from jaxrl.types import RunnerState, RunningStats
+from jaxrl.core.hyper import Hyper, member_env_params
+from jaxrl.core.match import MatchPlan, idle_plan, start_matches
+from jaxrl.core.types import RunnerState, RunningStats
+from jaxrl.run.distributed import replicate
+from jaxrl.run.setup import Setup
 
 
 def init_params(setup: Setup, key: jax.Array) -> Any:
@@ -110,7 +110,7 @@ def init_run(setup: Setup) -> RunnerState:
             mesh=setup.mesh,
             in_specs=(P(), P(), P()),
             out_specs=specs.replace(features=without_population(setup, specs.features)),
-            check_vma=False,  # see jaxrl.train_step.make_train_step
+            check_vma=False,  # see jaxrl.run.train_step.make_train_step
         )
         # Replicated over the mesh from host values: the mesh may span several processes.
         inputs = replicate((jax.random.key_data(keys), hypers, params), setup.mesh)

@@ -1,7 +1,7 @@
 """One policy step: normalise observations, run the network, pick actions.
 
 :func:`act` is the only place a network chooses actions. The match step
-(:mod:`jaxrl.match`) calls it for the learner and for network opponents, and through the
+(:mod:`jaxrl.core.match`) calls it for the learner and for network opponents, and through the
 match step it serves training rollouts, evaluation, rendering and tournaments.
 """
 
@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.layout import shard_rows
-from jaxrl.networks import make_distribution, mask_logits
-from jaxrl.normalize import normalize
-from jaxrl.types import RunningStats
+from jaxrl.core.layout import shard_rows
+from jaxrl.core.networks import make_distribution, mask_logits
+from jaxrl.core.normalize import normalize
+from jaxrl.core.types import RunningStats
 
 
 @dataclasses.dataclass(frozen=True)

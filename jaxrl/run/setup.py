@@ -1,10 +1,10 @@
 """Builds a run from a :class:`Config`: env, network, optimizer, features (one direction).
 
-``config -> make_setup -> Setup -> jaxrl.runner / jaxrl.train_step``: the :class:`Setup` is
+``config -> make_setup -> Setup -> jaxrl.run.runner / jaxrl.run.train_step``: the :class:`Setup` is
 the built run the train step closes over; nothing it builds calls back into the step. The
 compiled step reads the config only through the narrow :class:`StepSpec`; the PPO core never
-sees the setup whole (the update gets its :class:`~jaxrl.ppo.UpdateSpec`, the rollout the few
-properties of :class:`~jaxrl.rollout.RolloutSpec`). The features come from the three builder
+sees the setup whole (the update gets its :class:`~jaxrl.core.ppo.UpdateSpec`, the rollout the few
+properties of :class:`~jaxrl.core.rollout.RolloutSpec`). The features come from the three builder
 lists below: per-member features in the order their own declarations imply
 (:func:`jaxrl.features.order_features`), then learner features, then population features.
 """
@@ -23,12 +23,19 @@ from jax.sharding import Mesh
 
 import envs
 from envs import protocols
-from jaxrl import prng
-from jaxrl.acting import PolicySpec
 from jaxrl.config import Config, ConfigError
-from jaxrl.curriculum import CurriculumSpec, make_curriculum
-from jaxrl.encoders import plan_encoders
-from jaxrl.eval_lanes import make_eval_lanes
+from jaxrl.core import prng
+from jaxrl.core.acting import PolicySpec
+from jaxrl.core.encoders import plan_encoders
+from jaxrl.core.hyper import Hyper, Members, base_hyper, make_members
+from jaxrl.core.layout import DATA_AXIS, Layout, make_layout
+from jaxrl.core.losses import LossHyperparams
+from jaxrl.core.match import MatchSpec
+from jaxrl.core.metrics import MetricSpec
+from jaxrl.core.networks import ActorCritic
+from jaxrl.core.opponents import RESULT_NAMES
+from jaxrl.core.ppo import LearnSpec, UpdateSpec
+from jaxrl.core.precision import compute_dtype
 from jaxrl.features import (
     BuildContext,
     Feature,
@@ -36,20 +43,13 @@ from jaxrl.features import (
     PopulationFeature,
     order_features,
 )
-from jaxrl.hyper import Hyper, Members, base_hyper, make_members
-from jaxrl.layout import DATA_AXIS, Layout, make_layout
+from jaxrl.features.curriculum import CurriculumSpec, make_curriculum
+from jaxrl.features.eval_lanes import make_eval_lanes
+from jaxrl.features.pbt import make_pbt
 from jaxrl.league.exploiters import make_exploiters
 from jaxrl.league.feature import make_selfplay
 from jaxrl.league.groups import group_sizes
 from jaxrl.league.population import make_member_league
-from jaxrl.losses import LossHyperparams
-from jaxrl.match import MatchSpec
-from jaxrl.metrics import MetricSpec
-from jaxrl.networks import ActorCritic
-from jaxrl.opponents import RESULT_NAMES
-from jaxrl.pbt import make_pbt
-from jaxrl.ppo import LearnSpec, UpdateSpec
-from jaxrl.precision import compute_dtype
 
 # Every feature a run may have. ``builder(BuildContext)`` returns the feature or None; the
 # order here only breaks ties: the features' ``after`` declarations decide who plans first.
@@ -104,13 +104,13 @@ class Setup:
     mesh: Any  # jax Mesh over the devices the env batch is sharded over; None on one device
     update_spec: UpdateSpec  # what the PPO update needs (network, optimizer, epochs)
     step: StepSpec  # what the compiled step reads of the config
-    learn: LearnSpec  # what one PPO update on a trajectory batch needs (jaxrl.ppo.learn)
+    learn: LearnSpec  # what one PPO update on a trajectory batch needs (jaxrl.core.ppo.learn)
     hyper: Hyper  # the config's own per-member values (float32 numpy scalars)
     reward_term_names: tuple[str, ...] = ()  # keys of the env's info["reward_terms"], if any
     learner_features: tuple[LearnerFeature, ...] = ()  # act after the learner's update
     population_features: tuple[PopulationFeature, ...] = ()  # act on the members [R]
 
-    # What the rollout reads (jaxrl.rollout.RolloutSpec), from the step spec.
+    # What the rollout reads (jaxrl.core.rollout.RolloutSpec), from the step spec.
     @property
     def num_steps(self) -> int:
         """``T``: steps per rollout."""
@@ -244,7 +244,7 @@ def current_learning_rate(opt_state) -> Any:
 def make_setup(config: Config) -> Setup:
     """Build the run of ``config``: env (with wrappers), network, optimizer, features.
 
-    Also installs the loop-free CPU lowering of the PRNG hash (:mod:`jaxrl.prng`; same bits).
+    Also installs the loop-free CPU lowering of the PRNG hash (:mod:`jaxrl.core.prng`; same bits).
     """
     prng.install()
     env, env_params, discrete = make_env(config)

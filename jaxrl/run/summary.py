@@ -16,8 +16,8 @@ import jax
 from tqdm import tqdm
 
 from jaxrl.config import Config
-from jaxrl.networks import ActorCritic
-from jaxrl.setup import Setup
+from jaxrl.core.networks import ActorCritic
+from jaxrl.run.setup import Setup
 
 
 @runtime_checkable
@@ -193,7 +193,7 @@ def done_line(
     run_dir: Path | None,
 ) -> str:
     """The line a finished run prints: steps, speed, last return, feature status, run dir
-    (``None``: an in-memory run, :func:`jaxrl.train` with ``run_dir=None``)."""
+    (``None``: an in-memory run, :func:`jaxrl.commands.train` with ``run_dir=None``)."""
     per_member = " per member" if members > 1 else ""
     return (
         f"done: {env_steps:,} env steps"

@@ -1,8 +1,8 @@
 """The match step's network opponents: by group, and the pool lanes.
 
-:func:`jaxrl.match.match_step` calls these pure functions on a two-team batch. They know
+:func:`jaxrl.core.match.match_step` calls these pure functions on a two-team batch. They know
 no league: the pool of snapshots and the lanes' draw probabilities arrive in the
-:class:`~jaxrl.match.MatchPlan` a feature hands to the match step (the league's
+:class:`~jaxrl.core.match.MatchPlan` a feature hands to the match step (the league's
 :class:`~jaxrl.league.feature.SelfPlay`, or an exploiter's target), and the per-slot
 results go back to it in the step's tally. The groups
 (:mod:`jaxrl.league.groups`) are static slices of the training envs; the current-policy
@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.acting import PolicyParams, PolicySpec, act
-from jaxrl.layout import Layout, shard_rows
+from jaxrl.core.acting import PolicyParams, PolicySpec, act
+from jaxrl.core.layout import Layout, shard_rows
 
 RESULT_NAMES = ("win", "draw", "loss")  # outcomes a two-team env reports for pool results
 

@@ -10,15 +10,15 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxrl.networks import make_distribution
-from jaxrl.normalize import normalize_steps
-from jaxrl.types import LossMetrics, RunningStats
+from jaxrl.core.networks import make_distribution
+from jaxrl.core.normalize import normalize_steps
+from jaxrl.core.types import LossMetrics, RunningStats
 
 
 class LossHyperparams(struct.PyTreeNode):
     """Loss settings: the member's values (traced: sweeps and PBT vary them) and switches."""
 
-    # jaxrl.hyper.Hyper: () float32 leaves; the loss reads clip_eps (ratio and value clip),
+    # jaxrl.core.hyper.Hyper: () float32 leaves; the loss reads clip_eps (ratio and value clip),
     # vf_coef (value loss weight) and ent_coef (entropy bonus weight) by name
     values: Any
     clip_value: bool = struct.field(pytree_node=False)
@@ -60,7 +60,7 @@ def ppo_loss(
     ``value_loss = 0.5 E[max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2)]``
     (the unclipped square alone when ``clip_value`` is off). All float32; the coefficients
     are ``hp.values``'. Where ``batch.legal`` is given, the policy is the one acting used: its
-    illegal actions' logits masked (:func:`jaxrl.networks.mask_logits`), so the log-probs,
+    illegal actions' logits masked (:func:`jaxrl.core.networks.mask_logits`), so the log-probs,
     the ratio and the entropy see only the legal actions and no gradient reaches the others.
 
     ``obs_stats``: the rollout's normaliser moments per step (leaves ``[T, *obs_shape]``);

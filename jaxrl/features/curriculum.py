@@ -29,6 +29,9 @@ from flax import struct
 
 from envs.params import flatten, get_path, replace_path
 from jaxrl.config import SWITCHABLE, CurriculumConfig
+from jaxrl.core.layout import Layout
+from jaxrl.core.match import MatchPlan
+from jaxrl.core.metrics import MetricSpec, Scalar
 from jaxrl.features import (
     BuildContext,
     Feature,
@@ -37,9 +40,6 @@ from jaxrl.features import (
     masked_sums,
     set_rows,
 )
-from jaxrl.layout import Layout
-from jaxrl.match import MatchPlan
-from jaxrl.metrics import MetricSpec, Scalar
 
 
 class CurriculumState(struct.PyTreeNode):
@@ -299,7 +299,7 @@ class Curriculum(Feature):
 
     def status(self, metrics: Mapping[str, float]) -> str:
         """``stage 2/3 (league)`` from the chunk's ``curriculum/stage`` (a switched feature
-        reports itself); see :class:`jaxrl.summary.ReportsStatus`."""
+        reports itself); see :class:`jaxrl.run.summary.ReportsStatus`."""
         value = metrics.get("curriculum/stage", math.nan)
         if math.isnan(value):
             return ""

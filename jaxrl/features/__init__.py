@@ -15,7 +15,7 @@ update at two points and owns everything it needs:
   (:class:`UpdateResult`) and returns its new state, its metrics and whether every env
   must start afresh under the next plan;
 - **metrics**: ``metric_specs()`` declares its TensorBoard tags and reductions once;
-  ``after_update`` returns one :class:`~jaxrl.metrics.Scalar` per declared tag;
+  ``after_update`` returns one :class:`~jaxrl.core.metrics.Scalar` per declared tag;
 - **summary**: lines for the printed run summary.
 
 The train step knows none of the features by name: it folds ``plan`` over them, calls
@@ -47,10 +47,10 @@ import jax.numpy as jnp
 from flax import struct
 from jax.sharding import PartitionSpec
 
-from jaxrl.layout import sum_over_devices
-from jaxrl.match import MatchPlan
-from jaxrl.metrics import MetricSpec, Scalar
-from jaxrl.types import EpisodeSums, RunningStats
+from jaxrl.core.layout import sum_over_devices
+from jaxrl.core.match import MatchPlan
+from jaxrl.core.metrics import MetricSpec, Scalar
+from jaxrl.core.types import EpisodeSums, RunningStats
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -58,7 +58,7 @@ class BuildContext:
     """What a feature's builder may read to decide whether and how it runs (static)."""
 
     config: Any  # the run's Config
-    layout: Any  # jaxrl.layout.Layout of one device
+    layout: Any  # jaxrl.core.layout.Layout of one device
     env: Any  # the wrapped env
     env_params: Any  # its base EnvParams
     outcome_names: tuple[str, ...]  # keys of the env's info["episode_outcome"]

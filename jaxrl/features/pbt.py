@@ -1,6 +1,6 @@
 """Population-based training (Jaderberg et al. 2017) on the member axis, inside the compiled chunk.
 
-The members of a run (``train.num_seeds`` x ``sweep``, :mod:`jaxrl.hyper`) are vmapped in one
+The members of a run (``train.num_seeds`` x ``sweep``, :mod:`jaxrl.core.hyper`) are vmapped in one
 program with their hyperparameters as traced values. PBT adds one step after every update of
 the whole population, made of array operations on the member axis ``[R]``:
 
@@ -45,9 +45,9 @@ from flax import struct
 
 from jaxrl.config.errors import ConfigError
 from jaxrl.config.pbt import PBTConfig
+from jaxrl.core.hyper import Hyper, get_value, set_value, value_tags
+from jaxrl.core.metrics import MetricSpec, Scalar
 from jaxrl.features import PopulationFeature
-from jaxrl.hyper import Hyper, get_value, set_value, value_tags
-from jaxrl.metrics import MetricSpec, Scalar
 
 STREAM = 0x50425421  # fold_in constant of the PBT key stream (ASCII "PBT!")
 PBT = "pbt"  # the runner's features entry of PBT's per-member state (and its checkpoint item)
@@ -561,7 +561,7 @@ def population_step(
       state: PBTState, leaves ``[R_local, ...]``.
       runner: RunnerState after the update, leaves ``[R_local, ...]``.
       ran: bool [R_local], the member trained in this update (not past its end or stopped).
-      packed: Scalar [R_local, M], the update's packed metrics (:func:`jaxrl.metrics.pack`).
+      packed: Scalar [R_local, M], the update's packed metrics (:func:`jaxrl.core.metrics.pack`).
       axis: the mesh axis of the member dimension (None: not sharded).
       replica_axis: a mesh axis the members are replicated over (the env batch's, when the
         envs are sharded): the ranking metrics are averaged over it (weighted), so every
