@@ -227,6 +227,13 @@ def config_page() -> str:
 # ---- command line --------------------------------------------------------------------------
 
 
+def entry(module_name: str) -> str:
+    """What ``python -m`` runs for a command module: ``jaxrl.train`` for ``jaxrl.commands.train``
+    (the entry files of ``jaxrl/``), the module itself otherwise."""
+    package, _, name = module_name.rpartition(".")
+    return f"jaxrl.{name}" if package == "jaxrl.commands" else module_name
+
+
 def parser_of(module_name: str) -> argparse.ArgumentParser:
     """The parser of a command: its module's ``build_parser()``."""
     return importlib.import_module(module_name).build_parser()
@@ -265,7 +272,7 @@ def parser_flags(command: str, parser: argparse.ArgumentParser) -> Iterator[Flag
 def cli_flags() -> Iterator[Flag]:
     """Every flag of every command in :data:`CLI_MODULES`."""
     for module_name in CLI_MODULES:
-        yield from parser_flags(f"python -m {module_name}", parser_of(module_name))
+        yield from parser_flags(f"python -m {entry(module_name)}", parser_of(module_name))
 
 
 def cli_page() -> str:
@@ -293,14 +300,14 @@ def cli_page() -> str:
         "| command | runs | what it does |",
         "|---|---|---|",
         *(
-            f"| `jaxrl {name}` | `python -m {c.module}` | {_prose(c.summary)} |"
+            f"| `jaxrl {name}` | `python -m {c.entry}` | {_prose(c.summary)} |"
             for name, c in COMMANDS.items()
         ),
         "",
     ]
     for module_name in CLI_MODULES:
         parser = parser_of(module_name)
-        lines += [f"## `python -m {module_name}`", ""]
+        lines += [f"## `python -m {entry(module_name)}`", ""]
         installed = [f"`jaxrl {subcommands[module_name]}`"] if module_name in subcommands else []
         if module_name in scripts:
             installed.append(f"`{scripts[module_name]}`")
@@ -309,7 +316,7 @@ def cli_page() -> str:
         if parser.description:
             lines += [textwrap.dedent(parser.description).strip(), ""]
         lines += ["| flag | default | meaning |", "|---|---|---|"]
-        base = f"python -m {module_name}"
+        base = f"python -m {entry(module_name)}"
         for flag in parser_flags(base, parser):
             default = f"`{_cell(flag.default)}`" if flag.default else ""
             name = f"{flag.command.removeprefix(base)} {flag.flags}".strip()  # sub --flag
