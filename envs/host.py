@@ -89,8 +89,6 @@ def read_spaces(observation_space: Any, action_space: Any, name: str) -> HostSpa
     )
 
 
-
-
 @dataclass(frozen=True)
 class HostStep:
     """One step of ``B`` host envs (NumPy)."""

@@ -169,7 +169,8 @@ def config_keys(cls: type = Config, prefix: str = "") -> list[str]:
     as ``env.kwargs`` or ``curriculum.stages``, is one key)."""
     keys = []
     for field in dataclasses.fields(cls):
-        value = field.default_factory() if field.default_factory is not dataclasses.MISSING else None
+        factory = field.default_factory
+        value = factory() if factory is not dataclasses.MISSING else None
         if dataclasses.is_dataclass(value):
             keys += config_keys(type(value), f"{prefix}{field.name}.")
         else:
@@ -179,6 +180,7 @@ def config_keys(cls: type = Config, prefix: str = "") -> list[str]:
 
 def host_uncovered(keys: list[str]) -> list[str]:
     """Keys the host path neither supports nor refuses (nor idles behind a refused switch)."""
+
     def covered(key: str) -> bool:
         section = key.split(".")[0]
         return (

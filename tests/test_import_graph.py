@@ -135,24 +135,55 @@ class Layer:
 # The floors, lowest first. docs/developer.md's floors table is rendered from this
 # (:func:`floors_table`) and compared with the page.
 LAYERS = (
-    Layer("envs", "envs", "environments (gymnax 1.0): the registry, protocols, checker, our envs, "
-          "suite adapters, host envs (gymnasium, EnvPool); never imports `jaxrl`"),
-    Layer("config", "jaxrl/config", "the typed config: one module per section, YAML loading, "
-          "validation at load (pure Python first, then the env checks)"),
-    Layer("core", "jaxrl/core", "the PPO core and the match step: networks, acting, rollout, "
-          "GAE, losses, update, member values, Elo arithmetic; imports no feature"),
-    Layer("features", "jaxrl/features", "the `Feature` interfaces and the features of one "
-          "learner's update: curriculum, evaluation lanes, PBT"),
-    Layer("league", "jaxrl/league", "self-play: opponent groups, the snapshot pool, "
-          "ratings, exploiters, the population league"),
-    Layer("run", "jaxrl/run", "a run: build (`setup`), initialise (`runner`), compose the "
-          "compiled step (`train_step`), checkpoints, logs, summary, playing restored policies"),
-    Layer("hostenv", "jaxrl/hostenv", "the host path: actor and learner for host envs, "
-          "their networks"),
-    Layer("commands", "jaxrl/commands", "the command lines, one module each (`main(argv)`), "
-          "and `cli` (`jaxrl <command>`)"),
-    Layer("api", "jaxrl", "the Python API (`api`, `jaxrl.train` ...) and the six-line "
-          "`python -m jaxrl.<command>` entry files (never imported)"),
+    Layer(
+        "envs",
+        "envs",
+        "environments (gymnax 1.0): the registry, protocols, checker, our envs, "
+        "suite adapters, host envs (gymnasium, EnvPool); never imports `jaxrl`",
+    ),
+    Layer(
+        "config",
+        "jaxrl/config",
+        "the typed config: one module per section, YAML loading, "
+        "validation at load (pure Python first, then the env checks)",
+    ),
+    Layer(
+        "core",
+        "jaxrl/core",
+        "the PPO core and the match step: networks, acting, rollout, "
+        "GAE, losses, update, member values, Elo arithmetic; imports no feature",
+    ),
+    Layer(
+        "features",
+        "jaxrl/features",
+        "the `Feature` interfaces and the features of one "
+        "learner's update: curriculum, evaluation lanes, PBT",
+    ),
+    Layer(
+        "league",
+        "jaxrl/league",
+        "self-play: opponent groups, the snapshot pool, ratings, exploiters, the population league",
+    ),
+    Layer(
+        "run",
+        "jaxrl/run",
+        "a run: build (`setup`), initialise (`runner`), compose the "
+        "compiled step (`train_step`), checkpoints, logs, summary, playing restored policies",
+    ),
+    Layer(
+        "hostenv", "jaxrl/hostenv", "the host path: actor and learner for host envs, their networks"
+    ),
+    Layer(
+        "commands",
+        "jaxrl/commands",
+        "the command lines, one module each (`main(argv)`), and `cli` (`jaxrl <command>`)",
+    ),
+    Layer(
+        "api",
+        "jaxrl",
+        "the Python API (`api`, `jaxrl.train` ...) and the six-line "
+        "`python -m jaxrl.<command>` entry files (never imported)",
+    ),
 )
 
 # Edges the run driver (issue 68, point 1) removes: until it lands they are allowed, and a test
@@ -180,9 +211,7 @@ def layer_of(module: str, layers: tuple[Layer, ...] = LAYERS) -> int:
     return best[1]
 
 
-def upward_arrows(
-    edges: dict[str, set[str]], layers: tuple[Layer, ...] = LAYERS
-) -> list[str]:
+def upward_arrows(edges: dict[str, set[str]], layers: tuple[Layer, ...] = LAYERS) -> list[str]:
     """``a -> b`` for each import of a module ``b`` on a higher floor than ``a``'s."""
     return sorted(
         f"{a} ({layers[layer_of(a, layers)].name}) -> {b} ({layers[layer_of(b, layers)].name})"
@@ -250,8 +279,11 @@ def layer_modules(layer: Layer, root: Path = ROOT) -> list[str]:
     names = set()
     for path in folder.rglob("*.py"):
         rel = path.relative_to(folder)
-        if any(path.parent.relative_to(root).as_posix().startswith(n) for n in nested if
-               n.startswith(layer.folder + "/")):
+        if any(
+            path.parent.relative_to(root).as_posix().startswith(n)
+            for n in nested
+            if n.startswith(layer.folder + "/")
+        ):
             continue
         names.add(f"{rel.parts[0]}/" if len(rel.parts) > 1 else rel.stem)
     return sorted(names, key=lambda n: (n != "__init__", n.endswith("/"), n))
@@ -259,8 +291,10 @@ def layer_modules(layer: Layer, root: Path = ROOT) -> list[str]:
 
 def floors_table(root: Path = ROOT) -> str:
     """docs/developer.md's floors table, rendered from :data:`LAYERS` and the files."""
-    rows = ["| floor | folder | modules | may import | what goes there |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = [
+        "| floor | folder | modules | may import | what goes there |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for i, layer in enumerate(LAYERS):
         below = ", ".join(other.name for other in LAYERS[:i]) or "no module of ours"
         modules = ", ".join(f"`{m}`" for m in layer_modules(layer, root))
@@ -286,7 +320,8 @@ def test_developer_guide_names_only_what_exists():
     text = (ROOT / "docs/developer.md").read_text()
     files = tree_files(ROOT)
     missing = [
-        path for path in re.findall(r"`((?:jaxrl|envs)/[\w/]+\.py)", text)
+        path
+        for path in re.findall(r"`((?:jaxrl|envs)/[\w/]+\.py)", text)
         if not (ROOT / path).is_file()
     ]
     for dotted in set(re.findall(r"\b((?:jaxrl|envs)(?:\.\w+)+)", text)):
@@ -295,10 +330,16 @@ def test_developer_guide_names_only_what_exists():
         module, rest = ".".join(parts[:cut]), parts[cut:]
         tree = ast.parse(files[module].read_text())
         names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
-                  if isinstance(t, ast.Name)}
-        names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom)
-                  for a in n.names}
+        names |= {
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        names |= {
+            a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names
+        }
         if rest and rest[0] not in names and rest[0] != "py":
             missing.append(dotted)
     assert not missing, f"docs/developer.md names what does not exist: {sorted(missing)}"

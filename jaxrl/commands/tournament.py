@@ -40,8 +40,8 @@ from envs import protocols
 from jaxrl.commands.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.core.acting import PolicyParams
-from jaxrl.core.match import NETWORK, MatchPlan, MatchRecord
 from jaxrl.core.elo import bootstrap_elo, fit_elo
+from jaxrl.core.match import NETWORK, MatchPlan, MatchRecord
 from jaxrl.run import play
 from jaxrl.run.checkpoint import Checkpointer, CheckpointError, error_line
 from jaxrl.run.play import (

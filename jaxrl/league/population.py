@@ -38,9 +38,9 @@ from flax import struct
 
 from jaxrl.config import SelfPlayConfig
 from jaxrl.core.acting import PolicyParams
+from jaxrl.core.elo import newton_elo
 from jaxrl.core.metrics import MetricSpec, Scalar
 from jaxrl.features import PopulationFeature
-from jaxrl.core.elo import newton_elo
 from jaxrl.league.rating import ELO_ITERATIONS, RULE_ELO, RULE_PRIOR_GAMES
 
 LEAGUE = "league"  # the runner's features entry (and checkpoint item) of the league's table
