@@ -620,3 +620,49 @@ def test_entity_width_needs_an_env_with_entity_blocks():
     message = "network.entity_width: CartPole-v1 declares no entity blocks in its observation"
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(None, ["network.entity_width=8"])
+
+
+_NO_JAX_SCRIPT = """
+import sys
+from jaxrl.config import ConfigError, load_config
+
+HEAVY = ("jax", "flax", "gymnax", "envs")
+for override in ("ppo.lrr=1", "ppo.lr=-1", "selfplay.pool_size=-1", "mesh.devices=0"):
+    try:
+        load_config("configs/cartpole.yaml", [override])
+    except ConfigError as err:
+        print(override, "|", err)
+    loaded = [m for m in HEAVY if m in sys.modules]
+    assert not loaded, (override, loaded)
+try:  # the env checks still run at load, after the config's own values
+    load_config("configs/cartpole.yaml", ["env.kwargs.max_steps_in_episod=5"])
+except ConfigError as err:
+    print("env |", err)
+print("jax" in sys.modules)
+"""
+
+
+def test_a_config_error_is_reported_before_jax_is_imported():
+    """A typo or a bad value stops ``load_config`` with its one line while JAX, flax, gymnax
+    and the envs are still unimported (a typo costs no backend start); the env checks run
+    after, at load, as before."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    result = subprocess.run(
+        [sys.executable, "-c", _NO_JAX_SCRIPT],
+        cwd=CONFIG_DIR.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:4] == [
+        "ppo.lrr=1 | unknown config key ppo.lrr (did you mean ppo.lr?)",
+        "ppo.lr=-1 | ppo.lr must be a finite number > 0, got -1.0",
+        "selfplay.pool_size=-1 | selfplay.pool_size must be >= 0, got -1",
+        "mesh.devices=0 | mesh.devices must be >= 1, got 0",
+    ]
+    assert lines[4].startswith("env | unknown env parameter env.kwargs.max_steps_in_episod")
+    assert lines[5] == "True", lines

@@ -1,4 +1,4 @@
-"""Elo arithmetic (:mod:`jaxrl.league.elo`) against literal formulas and synthetic leagues.
+"""Elo arithmetic (:mod:`jaxrl.core.elo`) against literal formulas and synthetic leagues.
 
 Synthetic leagues have known true ratings; their results are either the expected counts (so the
 fit must return the true ratings up to the small pull of the virtual draws) or multinomial draws
@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.league.elo import bootstrap_elo, elo_from_score, expected_score, fit_elo, newton_elo
+from jaxrl.core.elo import bootstrap_elo, elo_from_score, expected_score, fit_elo, newton_elo
 
 TRUE_RATINGS = np.array([1500.0, 1250.0, 1620.0, 1800.0, 2000.0, 1400.0])  # index 0: the anchor
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -16,7 +18,20 @@ gymnasium = pytest.importorskip("gymnasium")
 
 from jaxrl.commands.evaluate import evaluate  # noqa: E402
 from jaxrl.commands.train import main, train  # noqa: E402
-from jaxrl.config import ConfigError, load_config  # noqa: E402
+from jaxrl.config import (  # noqa: E402
+    Config,
+    ConfigError,
+    CurriculumConfig,
+    EnvConfig,
+    EvalLaneConfig,
+    EvaluationConfig,
+    PBTConfig,
+    SelfPlayConfig,
+    StageConfig,
+    TrainConfig,
+    host,
+    load_config,
+)
 from jaxrl.hostenv.networks import NatureEncoder, PatchConv  # noqa: E402
 from jaxrl.hostenv.spaces import read_spaces  # noqa: E402
 
@@ -147,6 +162,70 @@ def test_read_spaces():
 def test_bad_host_settings_are_refused(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         tiny(override)
+
+
+def config_keys(cls: type = Config, prefix: str = "") -> list[str]:
+    """Every key of the config, from the dataclasses (a mapping or a list of sections, such
+    as ``env.kwargs`` or ``curriculum.stages``, is one key)."""
+    keys = []
+    for field in dataclasses.fields(cls):
+        factory = field.default_factory
+        value = factory() if factory is not dataclasses.MISSING else None
+        if dataclasses.is_dataclass(value):
+            keys += config_keys(type(value), f"{prefix}{field.name}.")
+        else:
+            keys.append(f"{prefix}{field.name}")
+    return keys
+
+
+def host_uncovered(keys: list[str]) -> list[str]:
+    """Keys the host path neither supports nor refuses (nor idles behind a refused switch)."""
+
+    def covered(key: str) -> bool:
+        section = key.split(".")[0]
+        return (
+            key in host.HOST_SUPPORTED
+            or section in host.HOST_SUPPORTED
+            or key in host.HOST_UNSUPPORTED
+            or section in host.HOST_IDLE
+        )
+
+    return [key for key in keys if not covered(key)]
+
+
+def test_every_config_key_is_supported_or_refused_by_the_host_path():
+    """A new section or key says in jaxrl/config/host.py what the host path does with it."""
+    keys = config_keys()
+    assert {"ppo.lr", "env.host_mode", "selfplay.pool_size", "sweep", "mesh.devices"} <= set(keys)
+    assert host_uncovered(keys) == []
+    assert host_uncovered([*keys, "league.size", "env.frame_skip"]) == [
+        "league.size",
+        "env.frame_skip",
+    ]
+    named = [*host.HOST_SUPPORTED, *host.HOST_UNSUPPORTED, *host.HOST_IDLE]
+    stale = [k for k in named if k not in keys and not any(x.startswith(k + ".") for x in keys)]
+    assert not stale, f"jaxrl/config/host.py names keys the config does not have: {stale}"
+
+
+@pytest.mark.parametrize("key", list(host.HOST_UNSUPPORTED))
+def test_each_refused_key_is_off_by_default_and_refused_when_used(key):
+    used = host.HOST_UNSUPPORTED[key]
+    config = Config(env=EnvConfig(backend="gymnasium"))
+    assert not used(config)
+    on = {
+        "curriculum.stages": {"curriculum": CurriculumConfig(stages=(StageConfig(),))},
+        "selfplay.pool_size": {"selfplay": SelfPlayConfig(pool_size=2)},
+        "selfplay.exploiters": {"selfplay": SelfPlayConfig(exploiters=1)},
+        "evaluation.lanes": {"evaluation": EvaluationConfig(lanes=(EvalLaneConfig(),))},
+        "sweep": {"sweep": {"ppo.lr": [1e-3]}},
+        "pbt.every_updates": {"pbt": PBTConfig(every_updates=5)},
+        "train.num_seeds": {"train": TrainConfig(num_seeds=2)},
+        "env.normalize_obs": {"env": EnvConfig(backend="gymnasium", normalize_obs=True)},
+        "env.action_repeat": {"env": EnvConfig(backend="gymnasium", action_repeat=2)},
+        "env.make_kwargs": {"env": EnvConfig(backend="gymnasium", make_kwargs={"a": 1})},
+    }[key]
+    with pytest.raises(ConfigError, match=re.escape(f"{key}: not supported with env.backend")):
+        host.validate_host(dataclasses.replace(config, **on))
 
 
 def test_patch_conv_is_the_strided_convolution():

@@ -1,16 +1,21 @@
-"""The import graph: no cycles in ``envs/``, each soccer module imports on its own, and the
-PPO core of ``jaxrl/`` knows no feature.
+"""The import graph of ``jaxrl/`` and ``envs/``: no cycle anywhere, the layers (the folders)
+import only themselves and the layers below, ``docs/developer.md``'s floors are these layers,
+each soccer module imports on its own, and the PPO core knows no feature.
 
 The graph is read with ``ast`` from every ``**/*.py`` of a package, function-level imports
 included (a lazy import inside a method still closes a cycle, it only hides it until the
-call).
+call). Imports under ``if TYPE_CHECKING:`` never run: they count for the layers (a lower layer
+names no type of a higher one) but not for cycles (a config section annotating its argument
+as the ``Config`` that holds it is no cycle).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -25,13 +30,33 @@ def _module_name(path: Path, root: Path) -> str:
     return ".".join(parts)
 
 
-def import_graph(root: Path, package: str) -> dict[str, set[str]]:
-    """Module -> the modules of ``package`` it imports (anywhere in its body), from source."""
-    files = {_module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """``id`` of every node inside an ``if TYPE_CHECKING:`` block."""
+    inside = set()
+    for node in ast.walk(tree):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(test):
+            for child in node.body:
+                inside.update(id(n) for n in ast.walk(child))
+    return inside
+
+
+def import_graph(
+    root: Path, package: str, *, typing: bool = True, files: dict[str, Path] | None = None
+) -> dict[str, set[str]]:
+    """Module -> the modules it imports (anywhere in its body), from source: those of
+    ``package``, or of ``files`` (module -> path, several packages) when given. ``typing``:
+    count the imports under ``if TYPE_CHECKING:`` too."""
+    if files is None:
+        files = {_module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
     edges = {}
     for name, path in files.items():
         targets = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        skip = set() if typing else _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
             if isinstance(node, ast.Import):
                 mods = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -94,10 +119,237 @@ def test_cycle_check_finds_a_lazy_import_cycle(tmp_path):
     assert find_cycle(import_graph(tmp_path, "pkg")) is None
 
 
-def test_envs_import_graph_has_no_cycle():
-    edges = import_graph(ROOT, "envs")
-    assert "envs.soccer.rule_policy" in edges
+# ----------------------------------------------------------------------------- the layers
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One floor of the import graph: a folder (or, for ``api``, the top-level modules of
+    ``jaxrl/``) that imports only itself and the floors before it in :data:`LAYERS`."""
+
+    name: str
+    folder: str  # "envs", "jaxrl/config", ...; "jaxrl" for the top-level modules
+    holds: str  # what goes there (docs/developer.md's floors table)
+
+
+# The floors, lowest first. docs/developer.md's floors table is rendered from this
+# (:func:`floors_table`) and compared with the page.
+LAYERS = (
+    Layer(
+        "envs",
+        "envs",
+        "environments (gymnax 1.0): the registry, protocols, checker, our envs, "
+        "suite adapters, host envs (gymnasium, EnvPool); never imports `jaxrl`",
+    ),
+    Layer(
+        "config",
+        "jaxrl/config",
+        "the typed config: one module per section, YAML loading, "
+        "validation at load (pure Python first, then the env checks)",
+    ),
+    Layer(
+        "core",
+        "jaxrl/core",
+        "the PPO core and the match step: networks, acting, rollout, "
+        "GAE, losses, update, member values, Elo arithmetic; imports no feature",
+    ),
+    Layer(
+        "features",
+        "jaxrl/features",
+        "the `Feature` interfaces and the features of one "
+        "learner's update: curriculum, evaluation lanes, PBT",
+    ),
+    Layer(
+        "league",
+        "jaxrl/league",
+        "self-play: opponent groups, the snapshot pool, ratings, exploiters, the population league",
+    ),
+    Layer(
+        "run",
+        "jaxrl/run",
+        "a run: build (`setup`), initialise (`runner`), compose the "
+        "compiled step (`train_step`), checkpoints, logs, summary, playing restored policies",
+    ),
+    Layer(
+        "hostenv", "jaxrl/hostenv", "the host path: actor and learner for host envs, their networks"
+    ),
+    Layer(
+        "commands",
+        "jaxrl/commands",
+        "the command lines, one module each (`main(argv)`), and `cli` (`jaxrl <command>`)",
+    ),
+    Layer(
+        "api",
+        "jaxrl",
+        "the Python API (`api`, `jaxrl.train` ...) and the six-line "
+        "`python -m jaxrl.<command>` entry files (never imported)",
+    ),
+)
+
+# Edges the run driver (issue 68, point 1) removes: until it lands they are allowed, and a test
+# fails as soon as one is gone so that it leaves this list too.
+PENDING = {("jaxrl.hostenv.loop", "jaxrl.commands.evaluate")}
+
+
+def tree_files(root: Path) -> dict[str, Path]:
+    """Module -> path of every ``*.py`` of ``jaxrl/`` and ``envs/`` under ``root``."""
+    return {
+        _module_name(p, root): p
+        for package in ("jaxrl", "envs")
+        for p in sorted((root / package).rglob("*.py"))
+    }
+
+
+def layer_of(module: str, layers: tuple[Layer, ...] = LAYERS) -> int:
+    """Index in ``layers`` of the folder that holds ``module`` (the deepest folder wins)."""
+    path = module.replace(".", "/")
+    best = max(
+        (layer.folder.count("/"), i)
+        for i, layer in enumerate(layers)
+        if path == layer.folder or path.startswith(layer.folder + "/")
+    )
+    return best[1]
+
+
+def upward_arrows(edges: dict[str, set[str]], layers: tuple[Layer, ...] = LAYERS) -> list[str]:
+    """``a -> b`` for each import of a module ``b`` on a higher floor than ``a``'s."""
+    return sorted(
+        f"{a} ({layers[layer_of(a, layers)].name}) -> {b} ({layers[layer_of(b, layers)].name})"
+        for a, targets in edges.items()
+        for b in targets
+        if layer_of(b, layers) > layer_of(a, layers) and (a, b) not in PENDING
+    )
+
+
+def without_pending(edges: dict[str, set[str]]) -> dict[str, set[str]]:
+    return {a: {b for b in bs if (a, b) not in PENDING} for a, bs in edges.items()}
+
+
+def test_layer_checks_find_an_injected_cycle_and_upward_arrow(tmp_path):
+    """The checks themselves, on a tree of two packages: an upward import (even a lazy one
+    or one under ``TYPE_CHECKING``) and a cycle across folders are found."""
+    layers = (Layer("low", "envs", ""), Layer("mid", "jaxrl/core", ""), Layer("top", "jaxrl", ""))
+    for folder in ("envs", "jaxrl/core"):
+        (tmp_path / folder).mkdir(parents=True)
+    for name in ("envs/__init__", "jaxrl/__init__", "jaxrl/core/__init__", "jaxrl/api"):
+        (tmp_path / f"{name}.py").write_text("")
+    (tmp_path / "envs/a.py").write_text("import numpy\n")
+    (tmp_path / "jaxrl/core/b.py").write_text("from envs import a\n")
+    (tmp_path / "jaxrl/api.py").write_text("from jaxrl.core.b import x\n")
+    edges = import_graph(tmp_path, "", files=tree_files(tmp_path))
+    assert upward_arrows(edges, layers) == [] and find_cycle(edges) is None
+    (tmp_path / "envs/a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import jaxrl.core.b\n"
+    )
+    edges = import_graph(tmp_path, "", files=tree_files(tmp_path))
+    assert upward_arrows(edges, layers) == ["envs.a (low) -> jaxrl.core.b (mid)"]
+    assert find_cycle(import_graph(tmp_path, "", files=tree_files(tmp_path), typing=False)) is None
+    (tmp_path / "envs/a.py").write_text("def f():\n    from jaxrl import api\n")
+    edges = import_graph(tmp_path, "", files=tree_files(tmp_path))
+    assert upward_arrows(edges, layers) == ["envs.a (low) -> jaxrl.api (top)"]
+    assert find_cycle(edges) == ["envs.a", "jaxrl.api", "jaxrl.core.b", "envs.a"]
+
+
+def test_no_import_cycle_in_jaxrl_or_envs():
+    """No cycle anywhere in the two trees, across packages and through lazy imports."""
+    edges = without_pending(import_graph(ROOT, "", files=tree_files(ROOT), typing=False))
+    assert "envs.soccer.rule_policy" in edges and "jaxrl.config.root" in edges
     assert find_cycle(edges) is None
+
+
+def test_every_layer_imports_only_itself_and_the_layers_below():
+    """envs < config < core < features < league < run < hostenv < commands < api: no module
+    imports one of a higher floor (lazy and ``TYPE_CHECKING`` imports included)."""
+    edges = import_graph(ROOT, "", files=tree_files(ROOT))
+    assert upward_arrows(edges) == []
+
+
+def test_every_folder_of_the_trees_is_a_layer():
+    """A new folder of ``jaxrl/`` is a layer of its own (or moves into one): it must be named
+    in :data:`LAYERS` (subpackages of ``envs/`` are part of the envs)."""
+    folders = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "jaxrl").rglob("*.py")}
+    assert folders == {layer.folder for layer in LAYERS if layer.folder.startswith("jaxrl")}
+
+
+def layer_modules(layer: Layer, root: Path = ROOT) -> list[str]:
+    """The layer's modules as docs/developer.md lists them: paths below its folder without
+    ``.py``, a subpackage as ``name/`` (for ``api``, the top-level files of ``jaxrl/``)."""
+    folder = root / layer.folder
+    nested = {other.folder for other in LAYERS} - {layer.folder}
+    names = set()
+    for path in folder.rglob("*.py"):
+        rel = path.relative_to(folder)
+        if any(
+            path.parent.relative_to(root).as_posix().startswith(n)
+            for n in nested
+            if n.startswith(layer.folder + "/")
+        ):
+            continue
+        names.add(f"{rel.parts[0]}/" if len(rel.parts) > 1 else rel.stem)
+    return sorted(names, key=lambda n: (n != "__init__", n.endswith("/"), n))
+
+
+def floors_table(root: Path = ROOT) -> str:
+    """docs/developer.md's floors table, rendered from :data:`LAYERS` and the files."""
+    rows = [
+        "| floor | folder | modules | may import | what goes there |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for i, layer in enumerate(LAYERS):
+        below = ", ".join(other.name for other in LAYERS[:i]) or "no module of ours"
+        modules = ", ".join(f"`{m}`" for m in layer_modules(layer, root))
+        folder = "`jaxrl/*.py`" if layer.name == "api" else f"`{layer.folder}/`"
+        rows.append(f"| {layer.name} | {folder} | {modules} | {below} | {layer.holds} |")
+    return "\n".join(rows) + "\n"
+
+
+def test_developer_floors_table_is_the_layers():
+    """docs/developer.md's floors table lists every module of ``jaxrl/`` and ``envs/`` in the
+    row of its layer, and each layer may import exactly the floors below it."""
+    text = (ROOT / "docs/developer.md").read_text()
+    start = text.index("| floor | folder |")
+    end = text.index("\n\n", start) + 1
+    assert text[start:end] == floors_table(), (
+        "docs/developer.md's floors table is out of date; replace it with:\n" + floors_table()
+    )
+
+
+def test_developer_guide_names_only_what_exists():
+    """Every ``jaxrl.x.y`` / ``envs.x.y`` name and ``jaxrl/...``/``envs/...`` path in
+    docs/developer.md exists (a module, or a top-level name of one)."""
+    text = (ROOT / "docs/developer.md").read_text()
+    files = tree_files(ROOT)
+    missing = [
+        path
+        for path in re.findall(r"`((?:jaxrl|envs)/[\w/]+\.py)", text)
+        if not (ROOT / path).is_file()
+    ]
+    for dotted in set(re.findall(r"\b((?:jaxrl|envs)(?:\.\w+)+)", text)):
+        parts = dotted.split(".")
+        cut = max(i for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in files)
+        module, rest = ".".join(parts[:cut]), parts[cut:]
+        tree = ast.parse(files[module].read_text())
+        names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        names |= {
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        names |= {
+            a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names
+        }
+        if rest and rest[0] not in names and rest[0] != "py":
+            missing.append(dotted)
+    assert not missing, f"docs/developer.md names what does not exist: {sorted(missing)}"
+
+
+def test_pending_edges_still_exist():
+    """An edge the run driver removes leaves :data:`PENDING` with it."""
+    edges = import_graph(ROOT, "", files=tree_files(ROOT))
+    gone = [f"{a} -> {b}" for a, b in PENDING if b not in edges.get(a, ())]
+    assert not gone, f"remove {gone} from PENDING in tests/test_import_graph.py"
 
 
 def test_envs_never_import_jaxrl():

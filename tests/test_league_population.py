@@ -26,7 +26,7 @@ import pytest
 
 from jaxrl.config import ConfigError, config_from_dict
 from jaxrl.core.acting import PolicyParams
-from jaxrl.league.elo import expected_score
+from jaxrl.core.elo import expected_score
 from jaxrl.league.pool import empty_roster, league_probs, member_probs
 from jaxrl.league.population import LeagueState, inherit_rows, pair_table, rate_members
 from jaxrl.league.rating import RULE_ELO

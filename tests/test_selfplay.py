@@ -26,7 +26,7 @@ from jaxrl.core.opponents import LeagueTally
 from jaxrl.core.types import EpisodeSums, RunningStats
 from jaxrl.features import UpdateResult
 from jaxrl.features.curriculum import replay_ranks
-from jaxrl.league.elo import elo_from_score, expected_score
+from jaxrl.core.elo import elo_from_score, expected_score
 from jaxrl.league.feature import SelfPlay
 from jaxrl.league.pool import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
 from jaxrl.league.rating import RULE_ELO, learner_rating

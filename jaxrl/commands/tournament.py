@@ -13,7 +13,7 @@ players sample their actions from their policy, as they trained and as the leagu
 games play (``--actions greedy``: the mode of each policy).
 
 Ratings are a maximum-likelihood Elo fit (Bradley-Terry, a draw is half a win) per team
-size, anchored at ``rule`` = 1500, with 95% bootstrap intervals (:mod:`jaxrl.league.elo`).
+size, anchored at ``rule`` = 1500, with 95% bootstrap intervals (:mod:`jaxrl.core.elo`).
 
 Results are cached in ``RUN_DIR/tournament.json`` of the first run: pairs already played
 (same players, team size, games, seed, env settings and action mode) are not replayed, so
@@ -40,8 +40,8 @@ from envs import protocols
 from jaxrl.commands.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.core.acting import PolicyParams
+from jaxrl.core.elo import bootstrap_elo, fit_elo
 from jaxrl.core.match import NETWORK, MatchPlan, MatchRecord
-from jaxrl.league.elo import bootstrap_elo, fit_elo
 from jaxrl.run import play
 from jaxrl.run.checkpoint import Checkpointer, CheckpointError, error_line
 from jaxrl.run.play import (

@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jaxrl.config.errors import ConfigError, check_env_overrides, require, suggest
+from jaxrl.config.host import HOST_BACKENDS, host_spaces, validate_host
 
 if TYPE_CHECKING:
     from jaxrl.config.root import Config
 
 
-BACKENDS = ("jax", "gymnasium", "envpool")
+BACKENDS = ("jax", *HOST_BACKENDS)
 
 
 @dataclass(frozen=True)
@@ -57,10 +58,12 @@ def build_env(config: Config) -> BuiltEnv:
     from envs import check  # noqa: PLC0415
 
     env = config.env
-    if env.backend != "jax":  # a host env: spaces read from one instance (jaxrl.hostenv)
-        from jaxrl.hostenv.spaces import build_host_env  # noqa: PLC0415
-
-        return build_host_env(config)
+    if env.backend != "jax":  # a host env: spaces read from one instance (envs.host)
+        require(
+            env.backend in BACKENDS,
+            f"env.backend must be one of {', '.join(BACKENDS)}, got {env.backend!r}",
+        )
+        return BuiltEnv(env=host_spaces(config), params=None)
     close = suggest(env.name, envs.registered_envs())
     require(
         envs.is_known(env.name) or bool(env.source),
@@ -96,8 +99,6 @@ def validate(config: Config) -> None:
         f"env.backend must be one of {', '.join(BACKENDS)}, got {env.backend!r}",
     )
     if env.backend != "jax":
-        from jaxrl.hostenv.spaces import validate_host  # noqa: PLC0415
-
         validate_host(config)
     require(env.num_envs >= 1, f"env.num_envs must be >= 1, got {env.num_envs}")
     require(env.action_repeat >= 1, f"env.action_repeat must be >= 1, got {env.action_repeat}")

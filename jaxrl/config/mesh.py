@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from jaxrl.config.errors import require
 
 if TYPE_CHECKING:
+    from jaxrl.config.env import BuiltEnv
     from jaxrl.config.root import Config
 
 
@@ -28,15 +29,23 @@ def mesh_size(config: Config) -> int:
 
 
 def validate(config: Config) -> None:
-    """``mesh.devices`` exists here, and the env batch and lanes divide over it."""
-    import jax  # noqa: PLC0415 - config stays importable without starting a backend
-
+    """The form of ``mesh.devices`` ("all" or a number >= 1; the devices here are checked by
+    :func:`validate_env`)."""
     devices = config.mesh.devices
     require(
         devices == "all" or (isinstance(devices, int) and not isinstance(devices, bool)),
         f"mesh.devices must be 'all' or a number of devices, got {devices!r}",
     )
     require(devices == "all" or devices >= 1, f"mesh.devices must be >= 1, got {devices}")
+
+
+def validate_env(config: Config, built: BuiltEnv) -> None:
+    """``mesh.devices`` exists here, and the env batch and lanes divide over it (asks JAX, so
+    it runs with the env checks, after every section's own values)."""
+    del built  # the devices, not the env
+    import jax  # noqa: PLC0415 - config stays importable without starting a backend
+
+    devices = config.mesh.devices
     available = jax.device_count()
     require(
         devices == "all" or devices <= available,

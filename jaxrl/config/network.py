@@ -76,7 +76,7 @@ def validate_env(config: Config, built: BuiltEnv) -> None:
         f"network.encoder must be one of {', '.join(ENCODERS)}, got {net.encoder!r}",
     )
     if config.env.backend != "jax":  # a host env: BuiltEnv.env holds its spaces
-        from jaxrl.hostenv.spaces import host_encoder  # noqa: PLC0415
+        from jaxrl.config.host import host_encoder  # noqa: PLC0415 - imports envs (gymnax)
 
         host_encoder(net.encoder, built.env, config.env.name)
     # auto fits every observation: the observation space is read only when something may not
@@ -95,14 +95,14 @@ def validate_env(config: Config, built: BuiltEnv) -> None:
 
 
 def encoder_plan(config: Config, env: Any, env_params: Any) -> Any:
-    """The leaves' encoders (``jaxrl.core.encoders.plan_encoders``) of one actor's observation of a
-    JAX env under ``network.encoder``; None: the flattened rows go to the torso.
+    """The leaves' encoders (:func:`jaxrl.config.encoders.plan_encoders`) of one actor's
+    observation of a JAX env under ``network.encoder``; None: the flattened rows go to the torso.
 
     Raises:
       ConfigError: the encoder does not fit the observations (one line).
     """
     from envs import protocols  # noqa: PLC0415
-    from jaxrl.core.encoders import plan_encoders  # noqa: PLC0415 - keep the config free of flax
+    from jaxrl.config.encoders import plan_encoders  # noqa: PLC0415 - imports envs (gymnax)
 
     obs_shape = tuple(env.observation_space(env_params).shape)
     if protocols.num_agents(env) > 1:

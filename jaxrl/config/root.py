@@ -142,7 +142,7 @@ SECTIONS = (
     Section("checkpoint", checkpoint.validate),
     Section("curriculum", curriculum.validate, curriculum.validate_env),
     Section("logger", logger.validate),
-    Section("mesh", mesh.validate),
+    Section("mesh", mesh.validate, mesh.validate_env),
     Section("selfplay", selfplay.validate, selfplay.validate_env),
     Section("evaluation", evaluation.validate, evaluation.validate_env),
     Section("sweep", sweep.validate, sweep.validate_env),
@@ -153,12 +153,14 @@ SECTIONS = (
 def validate(config: Config) -> None:
     """Check every section, in :data:`SECTIONS` order; raise :class:`ConfigError` on the first.
 
-    The env is built once here (the name must be registered and ``env.kwargs`` must fit),
-    and each section's env-dependent checks receive it.
+    Two passes: first each section's own values (pure Python: a typo or a bad value is
+    reported before JAX, gymnax or an env is imported), then the env is built once (the name
+    must be registered and ``env.kwargs`` must fit) and each section's env-dependent checks
+    receive it.
     """
+    for section in SECTIONS:
+        section.validate(config)
     built = build_env(config)
     for section in SECTIONS:
-        # Env-dependent checks first: "not a two-team env" says more than the lane arithmetic.
         if section.validate_env is not None:
             section.validate_env(config, built)
-        section.validate(config)

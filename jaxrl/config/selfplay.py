@@ -103,6 +103,11 @@ def validate(config: Config) -> None:
         f"selfplay.elo_damping_games must be >= 0, got {sp.elo_damping_games}",
     )
     require(sp.lanes >= 1, f"selfplay.lanes must be >= 1, got {sp.lanes}")
+
+
+def validate_lanes(config: Config) -> None:
+    """The pool envs on each device divide into ``selfplay.lanes`` equal lanes."""
+    sp = config.selfplay
     count = mesh_size(config)
     num_envs = config.env.num_envs // count  # the groups are laid out on every device
     latest, rule, pool = sp.split(num_envs)
@@ -126,7 +131,11 @@ def validate_cross_member(config: Config) -> None:
         "selfplay.cross_member needs a population (train.num_seeds x sweep points >= 2), got "
         f"{config.num_members} member",
     )
-    _, _, pool = sp.split(config.env.num_envs // mesh_size(config))
+
+
+def validate_cross_member_envs(config: Config) -> None:
+    """``selfplay.cross_member`` > 0: the pool lanes on each device hold envs."""
+    _, _, pool = config.selfplay.split(config.env.num_envs // mesh_size(config))
     require(
         pool > 0,
         "selfplay.cross_member: members meet in the pool lanes, but latest_fraction + "
@@ -136,7 +145,7 @@ def validate_cross_member(config: Config) -> None:
 
 def validate_exploiters(config: Config) -> None:
     """``selfplay.exploiter_*`` when ``selfplay.exploiters`` > 0: values, and what they need."""
-    sp, ppo = config.selfplay, config.ppo
+    sp = config.selfplay
     require(
         sp.pool_size > 0,
         "selfplay.exploiters: exploiters feed the pool; set selfplay.pool_size > 0",
@@ -167,6 +176,12 @@ def validate_exploiters(config: Config) -> None:
         "selfplay.exploiter_refresh_updates needs selfplay.exploiter_target: frozen (a current "
         "target is refreshed every update)",
     )
+
+
+def validate_exploiter_envs(config: Config) -> None:
+    """Each exploiter's envs on a device: at least one, and sequences that divide into the
+    minibatches."""
+    sp, ppo = config.selfplay, config.ppo
     count = mesh_size(config)
     num_envs = config.env.num_envs // count  # an exploiter's envs are sharded like the learner's
     per_device = f" per device ({count} devices)" if count > 1 else ""
@@ -189,9 +204,16 @@ def validate_env(config: Config, built: BuiltEnv) -> None:
     env overrides fit its params."""
     from envs import protocols  # noqa: PLC0415 - keep config importable without building envs
 
-    if config.selfplay.pool_size <= 0:  # off (or refused by validate)
+    sp = config.selfplay
+    if sp.pool_size <= 0:  # off (or refused by validate)
         return
     problem = protocols.league_problem(built.env)
     require(problem is None, f"selfplay: {config.env.name} {problem}")
-    if config.selfplay.exploiters:
-        apply_env_overrides("selfplay.exploiter_env", config.selfplay.exploiter_env, built.params)
+    # The per-device sizes ask JAX for the devices: with the env checks, after validate.
+    if sp.exploiters:
+        validate_exploiter_envs(config)
+    if sp.cross_member > 0:
+        validate_cross_member_envs(config)
+    validate_lanes(config)
+    if sp.exploiters:
+        apply_env_overrides("selfplay.exploiter_env", sp.exploiter_env, built.params)

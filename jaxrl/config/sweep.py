@@ -6,7 +6,10 @@ Env parameters sweep too: ``env.kwargs.<path>`` of a numeric scalar array leaf
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from jaxrl.config.errors import ConfigError, require, suggest
 from jaxrl.config.ppo import MEMBER_VALUES
@@ -76,7 +79,6 @@ def member_kind(where: str, key: str, values: list[float], env_params: Any) -> s
         return "float"
     if key.startswith(ENV_PREFIX):
         from envs.params import check_leaf_values  # noqa: PLC0415 - envs imports gymnax
-        from jaxrl.core.hyper import check_env_values  # noqa: PLC0415 - hyper imports jax
 
         try:
             kind = check_env_values(key, values, env_params)
@@ -107,3 +109,60 @@ def check_not_staged(config: Config, keys: list[str], where: str) -> None:
             f"{where}: {key} varies per member and a curriculum stage sets {path} too; "
             "vary it in one place",
         )
+
+
+def env_leaf_kind(key: str, env_params: Any) -> str:
+    """The kind (``float``, ``int`` or ``bool``) of the env parameter ``key`` names.
+
+    Raises:
+      ValueError: (one line, naming ``key``) not an ``env.kwargs.`` key, no such parameter, a
+        struct, a static field (``pytree_node=False``), or not a numeric scalar.
+    """
+    if not key.startswith(ENV_PREFIX):
+        raise ValueError(f"{key}: env parameters are given as {ENV_PREFIX}<parameter>")
+    path = key[len(ENV_PREFIX) :]
+    node = env_params
+    for name in path.split("."):
+        if not (dataclasses.is_dataclass(node) and not isinstance(node, type)):
+            raise ValueError(f"{key}: {type(node).__name__} has no parameter {name!r}")
+        fields = {f.name: f for f in dataclasses.fields(node)}
+        if name not in fields:
+            raise ValueError(
+                f"{key}: no parameter {name!r} in {type(node).__name__} "
+                f"(known: {', '.join(sorted(fields))})"
+            )
+        if not fields[name].metadata.get("pytree_node", True):
+            raise ValueError(
+                f"{key}: static field (pytree_node=False) of {type(node).__name__}; it shapes "
+                "the compiled program and cannot differ between members"
+            )
+        node = getattr(node, name)
+    if dataclasses.is_dataclass(node):
+        raise ValueError(f"{key}: a struct; name one of its fields ({key}.<field>)")
+    dtype = np.asarray(node).dtype
+    if np.shape(node) != () or dtype.kind not in "biuf":
+        raise ValueError(
+            f"{key}: only numeric scalar parameters vary per member, got {type(node).__name__} "
+            f"of shape {list(np.shape(node))}"
+        )
+    return {"b": "bool", "i": "int", "u": "int", "f": "float"}[dtype.kind]
+
+
+def check_env_values(key: str, values: list[float], env_params: Any) -> str:
+    """The kind of the env parameter ``key`` (:func:`env_leaf_kind`), with ``values`` checked
+    to cast to it without loss: 0 or 1 for a bool, whole numbers for an int.
+
+    Raises:
+      ValueError: one line naming ``key``.
+    """
+    kind = env_leaf_kind(key, env_params)
+    for value in values:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(f"{key}: expected numbers, got {value!r}")
+        if kind == "bool" and value not in (0, 1):
+            raise ValueError(f"{key}: a bool parameter takes 0 or 1, got {value}")
+        if kind == "int" and float(value) % 1:
+            raise ValueError(f"{key}: an int parameter takes whole numbers, got {value}")
+        if kind == "float" and not np.isfinite(value):
+            raise ValueError(f"{key}: expected finite numbers, got {value}")
+    return kind

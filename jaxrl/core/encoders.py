@@ -21,7 +21,6 @@ layers compute in ``dtype``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import flax.linen as nn
@@ -29,10 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.protocols import ObsLeaf, ObsLeaves
+from jaxrl.config.encoders import (  # noqa: F401 - the plan, read here by the networks
+    NATURE_MIN_SIZE,
+    LeafEncoding,
+    nature_fits,
+    plan_encoders,
+)
 
 NATURE_LAYERS = ((32, 8, 4, 0), (64, 4, 2, 0), (64, 3, 1, 0))  # (features, kernel, stride, pad)
-NATURE_MIN_SIZE = 36  # smallest side the three VALID layers leave one pixel of
 SMALL_KERNEL = 3  # the small CNN's kernel (stride 1, padding 1: SAME)
 
 
@@ -158,21 +161,6 @@ class ImageEncoder(nn.Module):
         return conv_features(x, cnn_layers(self.kind, self.channels), self.dtype)
 
 
-@dataclass(frozen=True)
-class LeafEncoding:
-    """How one leaf of an observation row is encoded (static)."""
-
-    name: str  # the leaf's name: its encoder's parameters are ``<name>/...``
-    shape: tuple[int, ...]  # the leaf's shape, e.g. (7, 7, 3)
-    offset: int  # its first value in the flat row
-    kind: str  # "flat" (its values as they are) | "nature" | "small"
-
-    @property
-    def end(self) -> int:
-        """One past the leaf's last value in the row."""
-        return self.offset + int(np.prod(self.shape, dtype=int))
-
-
 class ObsEncoder(nn.Module):
     """Observation rows ``[B, F] -> [B, F']``: each leaf through its encoder, concatenated.
 
@@ -194,63 +182,3 @@ class ObsEncoder(nn.Module):
                 values = encoder(values.reshape((-1,) + leaf.shape))
             parts.append(values)
         return parts[0] if len(parts) == 1 else jnp.concatenate(parts, -1)
-
-
-def nature_fits(shape: Sequence[int]) -> bool:
-    """Whether an ``[H, W, C]`` image is large enough for the Nature CNN."""
-    return min(shape[0], shape[1]) >= NATURE_MIN_SIZE
-
-
-def _shape(shape: Sequence[int]) -> str:
-    return "x".join(str(n) for n in shape)
-
-
-def _image_kind(encoder: str, leaf: ObsLeaf, what: str) -> str:
-    if len(leaf.shape) != 3:
-        return "flat"
-    if encoder == "nature" and not nature_fits(leaf.shape):
-        raise ValueError(
-            f"nature needs images of at least {NATURE_MIN_SIZE}x{NATURE_MIN_SIZE}; "
-            f"{what} {_shape(leaf.shape)}: use small or auto"
-        )
-    if encoder == "auto":
-        return "nature" if nature_fits(leaf.shape) else "small"
-    return encoder
-
-
-def plan_encoders(
-    encoder: str, obs_shape: Sequence[int], leaves: ObsLeaves | None = None, source: str = "the"
-) -> tuple[LeafEncoding, ...] | None:
-    """The encoding of one observation of ``obs_shape`` under ``network.encoder``.
-
-    ``leaves``: the env's :class:`envs.protocols.ObsLeaves` (a structured observation), else
-    the observation is one leaf ``obs``. ``auto``: each ``[H, W, C]`` leaf gets ``nature`` if
-    it is at least 36x36, else ``small``; other leaves pass flat. None: no leaf is an image
-    (or ``mlp``): the flattened row goes to the torso as it is.
-
-    Raises:
-      ValueError: the encoder does not fit the observation (one line; ``source`` names the env).
-    """
-    if encoder == "mlp":
-        return None
-    parts = leaves.leaves if leaves is not None else (ObsLeaf("obs", tuple(obs_shape), 0),)
-    size = int(np.prod(obs_shape, dtype=int))
-    if leaves is not None and leaves.size != size:
-        raise ValueError(f"{source} observation leaves hold {leaves.size} values, its rows {size}")
-    if not any(len(leaf.shape) == 3 for leaf in parts):
-        if encoder == "auto":
-            return None
-        shapes = ", ".join(_shape(leaf.shape) for leaf in parts)
-        raise ValueError(
-            f"{encoder} needs image observations [H, W, C]; {source} observations are {shapes}: "
-            "use mlp or auto"
-        )
-    what = lambda leaf: (  # noqa: E731 - the leaf in an error line
-        f"{source} observations are" if leaves is None else f"{source} leaf {leaf.name!r} is"
-    )
-    return tuple(
-        LeafEncoding(
-            leaf.name, tuple(leaf.shape), leaf.offset, _image_kind(encoder, leaf, what(leaf))
-        )
-        for leaf in parts
-    )

@@ -30,6 +30,7 @@ import numpy as np
 from flax import struct
 
 from jaxrl.config.ppo import MEMBER_VALUES
+from jaxrl.config.sweep import check_env_values, env_leaf_kind  # noqa: F401 - the checks, pure
 
 if TYPE_CHECKING:
     from jaxrl.config import Config
@@ -122,63 +123,6 @@ def value_tags(hyper: Hyper) -> dict[str, jax.Array]:
 
 
 # ---- env parameters as member values ------------------------------------------------------
-
-
-def env_leaf_kind(key: str, env_params: Any) -> str:
-    """The kind (one of :data:`KINDS`) of the env parameter ``key`` names.
-
-    Raises:
-      ValueError: (one line, naming ``key``) not an ``env.kwargs.`` key, no such parameter, a
-        struct, a static field (``pytree_node=False``), or not a numeric scalar.
-    """
-    if not is_env_key(key):
-        raise ValueError(f"{key}: env parameters are given as {ENV_PREFIX}<parameter>")
-    path = env_path(key)
-    node = env_params
-    for name in path.split("."):
-        if not (dataclasses.is_dataclass(node) and not isinstance(node, type)):
-            raise ValueError(f"{key}: {type(node).__name__} has no parameter {name!r}")
-        fields = {f.name: f for f in dataclasses.fields(node)}
-        if name not in fields:
-            raise ValueError(
-                f"{key}: no parameter {name!r} in {type(node).__name__} "
-                f"(known: {', '.join(sorted(fields))})"
-            )
-        if not fields[name].metadata.get("pytree_node", True):
-            raise ValueError(
-                f"{key}: static field (pytree_node=False) of {type(node).__name__}; it shapes "
-                "the compiled program and cannot differ between members"
-            )
-        node = getattr(node, name)
-    if dataclasses.is_dataclass(node):
-        raise ValueError(f"{key}: a struct; name one of its fields ({key}.<field>)")
-    dtype = np.asarray(node).dtype
-    if np.shape(node) != () or dtype.kind not in "biuf":
-        raise ValueError(
-            f"{key}: only numeric scalar parameters vary per member, got {type(node).__name__} "
-            f"of shape {list(np.shape(node))}"
-        )
-    return {"b": "bool", "i": "int", "u": "int", "f": "float"}[dtype.kind]
-
-
-def check_env_values(key: str, values: list[float], env_params: Any) -> str:
-    """The kind of the env parameter ``key`` (:func:`env_leaf_kind`), with ``values`` checked
-    to cast to it without loss: 0 or 1 for a bool, whole numbers for an int.
-
-    Raises:
-      ValueError: one line naming ``key``.
-    """
-    kind = env_leaf_kind(key, env_params)
-    for value in values:
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise ValueError(f"{key}: expected numbers, got {value!r}")
-        if kind == "bool" and value not in (0, 1):
-            raise ValueError(f"{key}: a bool parameter takes 0 or 1, got {value}")
-        if kind == "int" and float(value) % 1:
-            raise ValueError(f"{key}: an int parameter takes whole numbers, got {value}")
-        if kind == "float" and not np.isfinite(value):
-            raise ValueError(f"{key}: expected finite numbers, got {value}")
-    return kind
 
 
 def member_env_params(env_params: Any, hyper: Hyper) -> Any:

@@ -28,11 +28,11 @@ from flax import struct
 
 import envs
 from jaxrl.config import EvaluationConfig
+from jaxrl.core.elo import elo_from_score
 from jaxrl.core.layout import Layout, sum_over_devices
 from jaxrl.core.match import MatchPlan
 from jaxrl.core.metrics import MetricSpec, Scalar
 from jaxrl.features import BuildContext, Feature, FeatureOutput, UpdateResult, set_rows
-from jaxrl.league.elo import elo_from_score
 
 RESULTS = ("win", "draw", "loss")
 

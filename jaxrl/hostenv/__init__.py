@@ -8,8 +8,8 @@ from the same pieces as the JAX path (:func:`jaxrl.core.gae.gae`, :func:`jaxrl.c
 actor. :mod:`jaxrl.hostenv.loop` is the training loop (sync or async, ``env.host_mode``).
 
 Modules:
-  spaces: read observation and action spaces from the env; refuse unsupported ones.
-  vecenv: the vectorised host env (gymnasium or EnvPool) behind one small interface.
+  spaces: :mod:`envs.host`'s spaces of a host env, with the trainer's errors.
+  vecenv: :mod:`envs.host`'s vectorised host env (gymnasium or EnvPool), with its errors.
   networks: a Nature-CNN encoder in front of jaxrl's actor-critic for image observations.
   actor: the rollout on the host.
   learner: the compiled update.

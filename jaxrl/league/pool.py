@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxrl.core.acting import PolicyParams
-from jaxrl.league.elo import expected_score
+from jaxrl.core.elo import expected_score
 
 PFSP_MODES = ("hard", "variance", "uniform")
 

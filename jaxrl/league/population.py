@@ -12,7 +12,7 @@ stays inside the one compiled step:
   member (``Roster.last``, from the match step's per-entry tally);
 - after every member's update, :class:`MemberLeague` (a population feature) gathers those
   counts into a pair table ``[R, R, 3]`` (each game from both players' views), rates every
-  member by damped Newton steps (:func:`jaxrl.league.elo.newton_elo`) against the other members and
+  member by damped Newton steps (:func:`jaxrl.core.elo.newton_elo`) against the other members and
   the RulePolicy (fixed at 1500, as :mod:`jaxrl.league.rating`'s anchor), and writes the
   members' new policies, the ratings and each member's row back into every roster.
 
@@ -38,9 +38,9 @@ from flax import struct
 
 from jaxrl.config import SelfPlayConfig
 from jaxrl.core.acting import PolicyParams
+from jaxrl.core.elo import newton_elo
 from jaxrl.core.metrics import MetricSpec, Scalar
 from jaxrl.features import PopulationFeature
-from jaxrl.league.elo import newton_elo
 from jaxrl.league.rating import ELO_ITERATIONS, RULE_ELO, RULE_PRIOR_GAMES
 
 LEAGUE = "league"  # the runner's features entry (and checkpoint item) of the league's table

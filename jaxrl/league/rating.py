@@ -24,7 +24,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from jaxrl.league.elo import newton_elo
+from jaxrl.core.elo import newton_elo
 
 RULE_ELO = 1500.0  # the RulePolicy's fixed rating (the anchor)
 # Virtual draws against the anchor, as jaxrl.commands.tournament's fit: a perfect record stays finite.
@@ -36,7 +36,7 @@ ELO_ITERATIONS = 4
 def learner_rating(rating: jax.Array, rule_results: jax.Array, damping_games: float) -> jax.Array:
     """The learner's Elo from its decayed results against the RulePolicy (fixed at 1500).
 
-    Damped Newton steps (:func:`jaxrl.league.elo.newton_elo`) from ``rating`` toward the
+    Damped Newton steps (:func:`jaxrl.core.elo.newton_elo`) from ``rating`` toward the
     maximum-likelihood rating of ``rule_results`` plus ``RULE_PRIOR_GAMES`` virtual draws,
     with a prior worth ``damping_games`` even games centred on ``rating``.
 
