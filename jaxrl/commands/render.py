@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--run-dir", help="a run directory written by jaxrl.commands.train (its env has a renderer)"
+        "--run-dir",
+        help="a run directory written by jaxrl train (its env has a renderer, or a gymnasium run)",
     )
     source.add_argument(
         "--rule-policy", action="store_true", help="blue plays the scripted RulePolicy"
