@@ -246,7 +246,8 @@ def evaluate(
         class or factory; registered under the run's ``env.name``).
 
     Returns:
-      An :class:`jaxrl.commands.evaluate.EvalResult`, or one per member for a run of several members.
+      An :class:`jaxrl.commands.evaluate.EvalResult`, or one per member for a run of several
+      members.
     """
     from jaxrl.commands.evaluate import evaluate as evaluate_dir  # noqa: PLC0415
     from jaxrl.commands.evaluate import evaluate_policy  # noqa: PLC0415
@@ -257,14 +258,31 @@ def evaluate(
     if isinstance(run, TrainOutput):
         if step is not None:
             raise ValueError("step= picks a checkpoint of a run directory; this run is in memory")
-        setup = make_setup(run.config)
         update = _latest_update(run.state)
+        if run.config.env.backend != "jax":  # a host run trained in memory: its host envs
+            return _evaluate_host(run, update, episodes, seed, actions, stage, opponent,
+                                  env_params, team_size)  # fmt: skip
+        setup = make_setup(run.config)
         return evaluate_policy(
             setup, run.policy, update, episodes, seed, actions, stage, opponent,
             env_params, team_size,
         )  # fmt: skip
     register_run_env(run, env)
     return evaluate_dir(run, episodes, step, seed, actions, stage, opponent, env_params, team_size)
+
+
+def _evaluate_host(run: TrainOutput, update: int, episodes: int, seed: int, actions: str,
+                   *options: Any) -> EvalResult:  # fmt: skip
+    """:func:`evaluate` of a host run in memory (``options``: stage, opponent, env_params,
+    team_size, each refused)."""
+    from jaxrl.commands.evaluate import refuse_host_options  # noqa: PLC0415
+    from jaxrl.hostenv.play import evaluate_policy_host, host_spec  # noqa: PLC0415
+    from jaxrl.run.play import greedy  # noqa: PLC0415
+
+    deterministic = greedy(actions)
+    refuse_host_options(run.config.env.backend, *options)
+    spec = host_spec(run.config)
+    return evaluate_policy_host(spec, run.policy, update, episodes, seed, deterministic)
 
 
 def _latest_update(state: RunnerState) -> int:
@@ -307,6 +325,9 @@ def load_policy(
 ) -> Policy:
     """A run's policy for deployment: a jittable ``act(params, obs, key)`` and its params.
 
+    A host-backend run (``env.backend: gymnasium | envpool``) gives its own network (one
+    member; Box actions unclipped: clip them to the env's action space).
+
     Args:
       run_dir: a run directory.
       step: the checkpoint's update (default: the latest).
@@ -315,8 +336,13 @@ def load_policy(
         ``key``, as :func:`evaluate` does by default).
       env: the run's env if it was registered from Python (see :func:`evaluate`).
     """
+    from jaxrl.run.play import host_backend  # noqa: PLC0415
     from jaxrl.run.play import load_policy as restore  # noqa: PLC0415
 
+    if host_backend(run_dir) is not None:  # gymnasium / EnvPool: the host run's own network
+        if member != 0:
+            raise ValueError(f"member= must be 0: a host run has one member, got {member}")
+        return _host_policy(run_dir, step, deterministic)
     register_run_env(run_dir, env)
     setup, params, checkpoint_step = restore(run_dir, step)
     count = setup.members.count
@@ -335,6 +361,25 @@ def load_policy(
         params=params,
         checkpoint_step=checkpoint_step,
         config=setup.config,
+        recurrent=recurrent,
+    )
+
+
+def _host_policy(run_dir: str | Path, step: int | None, deterministic: bool) -> Policy:
+    """:func:`load_policy` of a host run (``env.backend: gymnasium | envpool``): its network
+    acts on the env's raw observations; Box actions come unclipped (clip them to the env's
+    action space, as jaxrl's host actor does)."""
+    from jaxrl.hostenv.play import restore_host_policy  # noqa: PLC0415
+
+    spec, params, checkpoint_step = restore_host_policy(run_dir, step)
+    recurrent = spec.config.network.core != "none"
+    return Policy(
+        act=functools.partial(_act, spec.policy, deterministic, recurrent),
+        step=functools.partial(_step, spec.policy, deterministic),
+        initial_hidden=spec.network.initial_hidden,
+        params=params,
+        checkpoint_step=checkpoint_step,
+        config=spec.config,
         recurrent=recurrent,
     )
 

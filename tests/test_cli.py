@@ -50,7 +50,7 @@ def test_no_command_and_unknown_command_exit_2(capsys):
 
 def test_subcommand_passes_its_arguments_and_exit_status(capsys):
     """``jaxrl evaluate`` is ``python -m jaxrl.evaluate``: same flags, same exit status."""
-    assert cli.main(["evaluate", "--run-dir", str(REPO / "no-such-run")]) == 1
+    assert cli.main(["evaluate", "--run-dir", str(REPO / "no-such-run")]) == 2
     assert "no-such-run is not a run directory" in capsys.readouterr().err
     with pytest.raises(SystemExit) as stop:
         cli.main(["plot", "--help"])

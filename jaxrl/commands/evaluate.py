@@ -32,7 +32,7 @@ from flax import struct
 
 import envs
 from jaxrl.commands.cli import HelpFormatter, prog
-from jaxrl.config import ConfigError, load_config, parse_overrides
+from jaxrl.config import ConfigError, parse_overrides
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.match import MatchRecord
 from jaxrl.run.checkpoint import CheckpointError, error_line
@@ -41,6 +41,7 @@ from jaxrl.run.play import (
     eval_layout,
     eval_spec,
     greedy,
+    host_backend,
     load_policy,
     play_first_episodes,
     play_params,
@@ -154,9 +155,11 @@ def evaluate(
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     greedy(actions)  # refused before anything is restored
-    if host_backend(run_dir):  # gymnasium / EnvPool runs play on their host envs
-        from jaxrl.hostenv.loop import evaluate_host  # noqa: PLC0415
+    backend = host_backend(run_dir)
+    if backend is not None:  # gymnasium / EnvPool runs play on their host envs
+        from jaxrl.hostenv.play import evaluate_host  # noqa: PLC0415
 
+        refuse_host_options(backend, stage, opponent, env_overrides, team_size)
         return evaluate_host(run_dir, episodes, step, seed, greedy(actions))
     setup, policy, step = load_policy(run_dir, step)
     return evaluate_policy(
@@ -201,10 +204,26 @@ def evaluate_policy(
     ]
 
 
-def host_backend(run_dir: str | Path) -> bool:
-    """The run in ``run_dir`` trained on a gymnasium or EnvPool env (jaxrl.hostenv)."""
-    path = Path(run_dir) / "config.yaml"
-    return path.is_file() and load_config(path).env.backend != "jax"
+def refuse_host_options(
+    backend: str, stage: Any, opponent: Any, env_overrides: Any, team_size: Any
+) -> None:
+    """Refuse the options a host run's env does not have (in one line, naming the option).
+
+    Raises:
+      ValueError: a stage, opponent, EnvParams override or team size for a host run.
+    """
+    given = {
+        "stage": stage is not None,
+        "opponent": opponent is not None,
+        "env-param": bool(env_overrides),
+        "team-size": team_size is not None,
+    }
+    for name, on in given.items():
+        if on:
+            raise ValueError(
+                f"{name}: an env.backend={backend} run has no curriculum stages, opponents, "
+                "EnvParams or team sizes (its env is configured by env.kwargs)"
+            )
 
 
 def _result(stats: EpisodeStats, step: int, episodes: int, actions: str) -> EvalResult:

@@ -98,7 +98,7 @@ def restore(run_dir: str | Path, step: int | None = None, member: int = 0) -> De
       ExportError: not a run directory, or a member the run does not have.
       jaxrl.run.checkpoint.CheckpointError: no checkpoint at ``step``.
     """
-    from jaxrl.commands.evaluate import host_backend  # noqa: PLC0415
+    from jaxrl.run.play import host_backend  # noqa: PLC0415
 
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():
@@ -135,7 +135,7 @@ def _restore_jax(run_dir: Path, step: int | None, member: int) -> Deployable:
 
 
 def _restore_host(run_dir: Path, step: int | None) -> Deployable:
-    from jaxrl.hostenv.loop import restore_host_policy  # noqa: PLC0415
+    from jaxrl.hostenv.play import restore_host_policy  # noqa: PLC0415
 
     spec, policy, step = restore_host_policy(run_dir, step)
     config = spec.config

@@ -46,7 +46,7 @@ from jaxrl.core.hyper import Hyper, get_value
 from jaxrl.features.pbt import PBT, Smoothed, member_scores, ranking
 from jaxrl.league.population import LEAGUE
 from jaxrl.run.checkpoint import MEMBER_FILE, Checkpointer, CheckpointError, error_line
-from jaxrl.run.play import members_policy_like
+from jaxrl.run.play import HostRunError, members_policy_like, refuse_host
 from jaxrl.run.setup import Setup, make_setup
 
 
@@ -69,6 +69,10 @@ class Extracted:
 def _open(run_dir: Path) -> tuple[Setup, Checkpointer]:
     if not (run_dir / "config.yaml").is_file():
         raise UsageError(f"--run-dir {run_dir}: not a run directory (no config.yaml)")
+    try:
+        refuse_host(run_dir, "it has one member, nothing to extract")
+    except HostRunError as err:
+        raise UsageError(f"--run-dir {err}") from None
     setup = make_setup(load_run_config(run_dir))
     if setup.members.count == 1:
         raise UsageError(f"--run-dir {run_dir}: a run of one member; nothing to extract")

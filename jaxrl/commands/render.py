@@ -9,8 +9,10 @@
 Both go through the shared match step (:mod:`jaxrl.run.play`); with ``--rule-policy`` the
 learner's team of a Soccer match plays the env's scripted RulePolicy.
 
-Only environments that declare a renderer render (:class:`envs.protocols.RenderableEnv`:
-``Soccer``, ``MettaArena``).
+Environments that declare a renderer render (:class:`envs.protocols.RenderableEnv`: ours,
+e.g. ``Soccer``, ``MettaArena``, Craftax, and a user's env that declares
+one). A gymnasium-backend run renders through gymnasium's ``render_mode="rgb_array"``
+(:mod:`jaxrl.hostenv.play`); an EnvPool run does not render.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from jaxrl.run.play import (
     eval_layout,
     eval_spec,
     greedy,
+    host_backend,
     load_policy,
     play_params,
     play_plan,
@@ -82,7 +85,10 @@ def _renderer(setup: Setup) -> Renderer:
     """The renderer the run's env declares (:class:`envs.protocols.RenderableEnv`)."""
     render = protocols.renderer(setup.env)
     if render is None:
-        raise ConfigError(f"no renderer for {setup.config.env.name} runs")
+        raise ConfigError(
+            f"no renderer for {setup.config.env.name} runs (an env declares one: "
+            "envs.protocols.RenderableEnv)"
+        )
     return render
 
 
@@ -91,13 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog("jaxrl.commands.render"),
         description="Render an episode of a trained policy, or of the env's scripted "
-        "RulePolicy, to a GIF. Only envs that declare a renderer render, e.g. Soccer, "
-        "MettaArena and the Corridor example.",
+        "RulePolicy, to a GIF. Envs that declare a renderer render (e.g. Soccer, MettaArena, "
+        "Craftax, the Corridor example), and gymnasium-backend runs (render_mode rgb_array).",
         formatter_class=HelpFormatter,
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--run-dir", help="a run directory written by jaxrl.commands.train (its env has a renderer)"
+        "--run-dir",
+        help="a run directory written by jaxrl train (its env has a renderer, or a gymnasium run)",
     )
     source.add_argument(
         "--rule-policy", action="store_true", help="blue plays the scripted RulePolicy"
@@ -116,37 +123,76 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _render_rule(args: argparse.Namespace, overrides: dict) -> tuple[list, Renderer]:
+    """Frames of the scripted RulePolicy playing the learner's team of a Soccer match."""
+    setup, policy = rule_policy_setup(overrides)
+    render = _renderer(setup)
+    num_steps = max(1, round(args.seconds / render.STEP_DT))
+    play = jax.jit(policy_states, static_argnums=(0, 4, 5))
+    rule = scripted_kind(setup, "rule", flag="--rule-policy")
+    states = play(setup, policy, setup.env_params, jax.random.key(args.seed), num_steps, True, rule)
+    return render.render_frames(jax.device_get(states), setup.env_params), render
+
+
+def _render_run(args: argparse.Namespace, overrides: dict) -> tuple[list, Renderer]:
+    """Frames of a JAX run's policy (``--member`` of a run of several) on its env."""
+    setup, policy, _ = load_policy(args.run_dir, args.step)
+    count = setup.members.count
+    if count > 1:
+        if not 0 <= args.member < count:
+            raise ValueError(f"--member must be in 0..{count - 1}, got {args.member}")
+        policy = jax.tree.map(lambda x: x[args.member], policy)
+    render = _renderer(setup)
+    num_steps = max(1, round(args.seconds / render.STEP_DT))
+    env_params = play_params(setup, args.stage, overrides, overrides_flag="--env-kwargs")
+    play = jax.jit(policy_states, static_argnums=(0, 4, 5))
+    key = jax.random.key(args.seed)
+    states = play(setup, policy, env_params, key, num_steps, greedy(args.actions))
+    return render.render_frames(jax.device_get(states), env_params), render
+
+
+def _render_host(args: argparse.Namespace, overrides: dict, backend: str) -> list:
+    """Frames of a host run's policy on one gymnasium env (``render_mode="rgb_array"``)."""
+    from jaxrl.hostenv import play as host_play  # noqa: PLC0415 - host runs only
+
+    for flag, given in (("--stage", args.stage is not None), ("--env-kwargs", bool(overrides)),
+                        ("--member", args.member != 0)):  # fmt: skip
+        if given:
+            raise ValueError(
+                f"{flag}: an env.backend={backend} run has one member and no curriculum stages "
+                "or EnvParams (its env is configured by env.kwargs)"
+            )
+    return host_play.render_host(
+        args.run_dir, args.step, args.seconds, args.seed, greedy(args.actions)
+    )
+
+
+def _frames(args: argparse.Namespace) -> int:
+    """Render what ``args`` asks for to ``--out``; returns the number of frames written."""
+    overrides = yaml.safe_load(args.env_kwargs) or {}
+    if not isinstance(overrides, dict):
+        raise ConfigError(f"--env-kwargs must be a mapping, got {args.env_kwargs!r}")
+    if args.seconds <= 0:
+        raise ValueError(f"--seconds must be > 0, got {args.seconds}")
+    if args.fps < 1:
+        raise ValueError(f"--fps must be >= 1, got {args.fps}")
+    backend = None if args.rule_policy else host_backend(args.run_dir)
+    if backend is not None:
+        from jaxrl.hostenv.play import save_gif  # noqa: PLC0415 - host runs only
+
+        frames = _render_host(args, overrides, backend)
+        save_gif(frames, Path(args.out), fps=args.fps)
+        return len(frames)
+    frames, render = (_render_rule if args.rule_policy else _render_run)(args, overrides)
+    render.save_gif(frames, Path(args.out), fps=args.fps)
+    return len(frames)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m jaxrl.render``."""
     args = build_parser().parse_args(argv)
-
     try:
-        overrides = yaml.safe_load(args.env_kwargs) or {}
-        if not isinstance(overrides, dict):
-            raise ConfigError(f"--env-kwargs must be a mapping, got {args.env_kwargs!r}")
-        key = jax.random.key(args.seed)
-        if args.rule_policy:
-            setup, policy = rule_policy_setup(overrides)
-            render = _renderer(setup)
-            num_steps = max(1, round(args.seconds / render.STEP_DT))
-            env_params = setup.env_params
-            play = jax.jit(policy_states, static_argnums=(0, 4, 5))
-            rule = scripted_kind(setup, "rule", flag="--rule-policy")
-            states = play(setup, policy, env_params, key, num_steps, True, rule)
-        else:
-            setup, policy, step = load_policy(args.run_dir, args.step)
-            count = setup.members.count
-            if count > 1:
-                if not 0 <= args.member < count:
-                    raise ValueError(f"--member must be in 0..{count - 1}, got {args.member}")
-                policy = jax.tree.map(lambda x: x[args.member], policy)
-            render = _renderer(setup)
-            num_steps = max(1, round(args.seconds / render.STEP_DT))
-            env_params = play_params(setup, args.stage, overrides, overrides_flag="--env-kwargs")
-            play = jax.jit(policy_states, static_argnums=(0, 4, 5))
-            states = play(setup, policy, env_params, key, num_steps, greedy(args.actions))
-        frames = render.render_frames(jax.device_get(states), env_params)
-        render.save_gif(frames, Path(args.out), fps=args.fps)
+        count = _frames(args)
     except (ConfigError, ValueError, yaml.YAMLError) as err:  # bad input: exit 2
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -154,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         line, status = error_line(err, "--step")  # an unreadable checkpoint: 2, a step to pick
         print(f"error: {line}", file=sys.stderr)
         return status
-    print(f"wrote {len(frames)} frames to {args.out}")
+    print(f"wrote {count} frames to {args.out}")
     return 0
 
 

@@ -115,10 +115,12 @@ def _open_runs(run_dirs: list[str]) -> list[tuple[Setup, Path, Checkpointer, lis
         if not (path / "config.yaml").is_file():
             raise UsageError(f"--run-dir {run_dir}: not a run directory (no config.yaml)")
         try:
+            play.refuse_host(path, "the tournament plays two-team JAX envs")
             setup = make_setup(load_run_config(path))
             checkpointer = Checkpointer(path, create=False)
-        except (ConfigError, CheckpointError) as err:
-            raise UsageError(f"--run-dir {run_dir}: {err}") from None
+        except (ConfigError, CheckpointError, play.HostRunError) as err:
+            raise UsageError(f"--run-dir {err}" if isinstance(err, play.HostRunError) else
+                             f"--run-dir {run_dir}: {err}") from None  # fmt: skip
         if setup.members.count > 1:
             raise UsageError(
                 f"--run-dir {run_dir}: a run of {setup.members.count} members (seeds or sweep "

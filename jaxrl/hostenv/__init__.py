@@ -3,9 +3,11 @@
 ``env.backend: gymnasium | envpool`` selects this path. Host envs are stepped in NumPy by an
 actor (:mod:`jaxrl.hostenv.actor`) that runs the policy jitted on the actor device; each
 rollout is handed to the learner (:mod:`jaxrl.hostenv.learner`), one compiled PPO update built
-from the same pieces as the JAX path (:func:`jaxrl.core.gae.gae`, :func:`jaxrl.core.ppo.update_epochs`,
-:func:`jaxrl.core.losses.ppo_loss`, :func:`jaxrl.core.acting.act`); the new parameters go back to the
-actor. :mod:`jaxrl.hostenv.loop` is the training loop (sync or async, ``env.host_mode``).
+from the same pieces as the JAX path (:func:`jaxrl.core.gae.gae`,
+:func:`jaxrl.core.ppo.update_epochs`, :func:`jaxrl.core.losses.ppo_loss`,
+:func:`jaxrl.core.acting.act`); the new parameters go back to the actor.
+:mod:`jaxrl.hostenv.loop` is the training loop (sync or async, ``env.host_mode``);
+:mod:`jaxrl.hostenv.play` plays a trained host run (evaluate, render, export, ``load_policy``).
 
 Modules:
   spaces: :mod:`envs.host`'s spaces of a host env, with the trainer's errors.
@@ -13,5 +15,6 @@ Modules:
   networks: a Nature-CNN encoder in front of jaxrl's actor-critic for image observations.
   actor: the rollout on the host.
   learner: the compiled update.
-  loop: training, checkpoints, logging, resume; ``evaluate`` for such runs.
+  loop: training, checkpoints, logging, resume.
+  play: a host run's policy restored and played: evaluation, rendering (gymnasium).
 """

@@ -64,11 +64,12 @@ class CorruptCheckpointError(CheckpointError):
 
 
 def error_line(err: Exception, flag: str = "--step") -> tuple[str, int]:
-    """A command's one-line report of ``err`` and its exit status: 2 for an unreadable
-    checkpoint (with ``flag`` and an intact step to choose), 1 for anything else."""
+    """A command's one-line report of ``err`` and its exit status: 2 for a checkpoint error
+    (the run directory or step the user named: missing, without checkpoints, or unreadable,
+    then with ``flag`` and an intact step to choose), 1 for anything else."""
     if isinstance(err, CorruptCheckpointError):
         return err.suggest(flag), 2
-    return str(err), 1
+    return str(err), 2 if isinstance(err, CheckpointError) else 1
 
 
 def _is_key(x: Any) -> bool:

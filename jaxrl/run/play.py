@@ -1,7 +1,8 @@
 """Play outside training: restored policies through the shared match step.
 
-:mod:`jaxrl.commands.evaluate`, :mod:`jaxrl.commands.render`, :mod:`jaxrl.commands.tournament` and :mod:`jaxrl.commands.exploit`
-share this module:
+:mod:`jaxrl.commands.evaluate`, :mod:`jaxrl.commands.render`, :mod:`jaxrl.commands.tournament`
+and :mod:`jaxrl.commands.exploit` share this module (a host-backend run plays through
+:mod:`jaxrl.hostenv.play` instead; :func:`refuse_host` names what plays it):
 
 - one policy type, :class:`jaxrl.core.acting.PolicyParams` (network params and observation
   normaliser), restored from a run's checkpoint by :func:`load_policy` into the template
@@ -27,6 +28,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import yaml
 from flax import struct
 
 import envs
@@ -52,6 +54,38 @@ from jaxrl.run.setup import Setup, make_setup
 # How play outside training picks actions: sample from the policy (the default: what PPO
 # trained, and a greedy policy can score far below its samples), or take its mode.
 ACTIONS = ("sample", "greedy")
+
+
+# What plays a host-backend run (env.backend: gymnasium | envpool, jaxrl.hostenv.play): named
+# by every play tool that refuses one.
+HOST_PLAY = "jaxrl evaluate, jaxrl export, jaxrl render (gymnasium) and jaxrl.load_policy play it"
+
+
+class HostRunError(ValueError):
+    """A play tool that steps JAX envs was given a host-backend run (one line, exit 2)."""
+
+
+def host_backend(run_dir: str | Path) -> str | None:
+    """The ``env.backend`` of the run in ``run_dir`` if it is a host one (gymnasium, envpool),
+    else None (a JAX run, or no run there: the caller reports that)."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return None
+    data = yaml.safe_load(path.read_text()) or {}  # the key alone: no env is built to read it
+    env = data.get("env") if isinstance(data, dict) else None
+    backend = env.get("backend", "jax") if isinstance(env, dict) else "jax"
+    return None if backend == "jax" else str(backend)
+
+
+def refuse_host(run_dir: str | Path, why: str) -> None:
+    """Refuse a host-backend run in ``run_dir`` (nothing for a JAX run).
+
+    Raises:
+      HostRunError: ``"{run_dir} is an env.backend=B run: {why}; {HOST_PLAY}"``.
+    """
+    backend = host_backend(run_dir)
+    if backend is not None:
+        raise HostRunError(f"{run_dir} is an env.backend={backend} run: {why}; {HOST_PLAY}")
 
 
 # ----------------------------------------------------------------------------- policies
@@ -83,10 +117,12 @@ def load_policy(run_dir: str | Path, step: int | None = None) -> tuple[Setup, Po
 
     Raises:
       CheckpointError: not a run directory, no checkpoints, or one that does not match.
+      HostRunError: a host-backend run (:mod:`jaxrl.hostenv.play` restores those).
     """
     run_dir = Path(run_dir)
     if not (run_dir / "config.yaml").is_file():
         raise CheckpointError(f"{run_dir} is not a run directory (no config.yaml)")
+    refuse_host(run_dir, "this tool plays JAX envs")
     config = load_run_config(run_dir)
     setup = make_setup(config)
     like = members_policy_like(setup)
