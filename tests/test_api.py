@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -49,16 +50,20 @@ def test_importing_jaxrl_is_light():
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
 
 
-def test_train_and_evaluate_are_the_modules_and_callable():
-    import jaxrl.commands.evaluate as evaluate_module  # noqa: PLC0415
-    import jaxrl.commands.train as train_module  # noqa: PLC0415
+def test_train_evaluate_export_are_plain_functions():
+    """``jaxrl.train``/``evaluate``/``export`` are the API's functions; the command lines'
+    entry files (``python -m jaxrl.train``) refuse to be imported, so nothing can put a
+    module in a function's place."""
+    import types  # noqa: PLC0415
 
-    assert (
-        jaxrl.commands.train is train_module
-        and callable(jaxrl.commands.train)
-        and train_module.main
-    )
-    assert jaxrl.commands.evaluate is evaluate_module and callable(jaxrl.commands.evaluate)
+    from jaxrl import api  # noqa: PLC0415
+
+    for name in ("train", "evaluate", "export"):
+        assert isinstance(getattr(jaxrl, name), types.FunctionType)
+        assert getattr(jaxrl, name) is getattr(api, name)
+        with pytest.raises(ImportError, match=f"jaxrl.{name} is only run"):
+            importlib.import_module(f"jaxrl.{name}")
+        assert isinstance(getattr(jaxrl, name), types.FunctionType)  # still the function
 
 
 def test_train_in_memory_writes_nothing_and_returns_history(tmp_path, monkeypatch, corridor):

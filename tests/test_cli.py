@@ -1,4 +1,4 @@
-"""The ``jaxrl`` console script (jaxrl.commands.cli): subcommands delegating to each module's main."""
+"""The ``jaxrl`` console script (jaxrl.commands.cli): subcommands run each module's main."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_help_lists_the_commands_in_a_fresh_process():
     )  # fmt: skip
     assert done.returncode == 0
     for name, command in cli.COMMANDS.items():
-        assert f"  {name} " in done.stdout and command.module in done.stdout
+        assert f"  {name} " in done.stdout and f"({command.entry})" in done.stdout
 
 
 def test_no_command_and_unknown_command_exit_2(capsys):
