@@ -58,7 +58,6 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from bench.cyber_fidelity import LENGTHS, RED_INDEX
 from envs.cyber import fingerprint
 from envs.cyber import red as cyber_red
 from envs.cyber import tables as cyber_tables
@@ -69,7 +68,9 @@ from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import load_policy, play_params
 from jaxrl.run.setup import Setup
 
-REDS = {red: RED_INDEX[red] for red in ("B_line", "Meander")}  # the active Reds' agent indices
+LENGTHS = (30, 50, 100)  # the challenge's episode lengths
+# The active Reds' agent indices (as bench.research.cyber_fidelity.RED_INDEX names them).
+REDS = {"B_line": cyber_red.BLINE_AGENT, "Meander": cyber_red.MEANDER_AGENT}
 BUGS = {"2.1": False, "fixed": True}  # fix_bugs per column group: CybORG 2.1, CybORG++
 CELLS_PER_SETTING = len(REDS) * len(LENGTHS)  # six cells a bug setting
 

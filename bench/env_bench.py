@@ -11,7 +11,8 @@ import jax.numpy as jnp
 from flax import struct
 
 import envs
-from bench.figures import (
+
+from .figures import (
     Figure,
     Profile,
     available_bytes,

@@ -13,7 +13,11 @@ from typing import Any
 
 import jax
 
-from bench.figures import (
+from jaxrl.config import Config
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_runner_state, make_train_step
+
+from .figures import (
     MIB,
     ConfigSpec,
     Figure,
@@ -23,9 +27,6 @@ from bench.figures import (
     proc_kib,
     run_child,
 )
-from jaxrl.config import Config
-from jaxrl.run.setup import make_setup
-from jaxrl.run.train_step import init_runner_state, make_train_step
 
 
 def peak_rss_bytes() -> int:

@@ -70,13 +70,16 @@ from pathlib import Path
 from typing import Any
 
 import envs
-from bench.device_bench import device_figures
-from bench.env_bench import env_figures, env_fits
-from bench.figures import PROFILES, ConfigSpec, Figure, Profile, UsageError, log
-from bench.inference_bench import INFERENCE_QUANTITIES, inference_figures
-from bench.memory_bench import memory_figures, train_fits
-from bench.report import compare, fmt, header, machine_meta, read_results, table
-from bench.train_bench import (
+from jaxrl.config import Config, ConfigError, load_config, parse_overrides
+from jaxrl.run.setup import make_setup
+
+from .device_bench import device_figures
+from .env_bench import env_figures, env_fits
+from .figures import PROFILES, ConfigSpec, Figure, Profile, UsageError, log
+from .inference_bench import INFERENCE_QUANTITIES, inference_figures
+from .memory_bench import memory_figures, train_fits
+from .report import compare, fmt, header, machine_meta, read_results, table
+from .train_bench import (
     alternating_train_figures,
     at_stage,
     reference_figures,
@@ -84,8 +87,6 @@ from bench.train_bench import (
     scale_figures,
     train_figures,
 )
-from jaxrl.config import Config, ConfigError, load_config, parse_overrides
-from jaxrl.run.setup import make_setup
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = (
@@ -364,7 +365,7 @@ def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
                 if note:
                     outcome.notes.append(f"device {spec.label}: {note}")
         elif section == "host":
-            from bench import host_throughput  # noqa: PLC0415 - needs gymnasium/envpool
+            from . import host_throughput  # noqa: PLC0415 - needs gymnasium/envpool
 
             results = host_throughput.run(profile.name == "tiny", plan.peer_python)
             outcome.notes.append(host_throughput.report(results))

@@ -14,7 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from bench.figures import (
+from jaxrl.config import Config
+from jaxrl.core.types import RunnerState
+from jaxrl.run.setup import Setup, make_setup
+from jaxrl.run.train_step import init_run, make_train_step, restart_matches
+
+from .figures import (
     PROFILES,
     ConfigSpec,
     Figure,
@@ -25,10 +30,6 @@ from bench.figures import (
     run_child,
     time_calls,
 )
-from jaxrl.config import Config
-from jaxrl.core.types import RunnerState
-from jaxrl.run.setup import Setup, make_setup
-from jaxrl.run.train_step import init_run, make_train_step, restart_matches
 
 
 @dataclasses.dataclass
@@ -182,7 +183,7 @@ def reference_figures(
 
 def reference_child() -> None:
     """Child process entry: one ``run_reference``; ``sys.argv[1]`` is its JSON spec."""
-    from bench.reference_ppo import run_reference
+    from .reference_ppo import run_reference
 
     spec = json.loads(sys.argv[1])
     if spec["fast_prng"]:

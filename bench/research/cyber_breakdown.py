@@ -1,6 +1,6 @@
 """Where a CAGE2 defender loses its score: reward terms, hosts, and Blue's actions, per cell.
 
-    python -m bench.cyber_breakdown --run-dir DIR[,DIR...] [--red B_line] [--length 100]
+    python -m bench.research.cyber_breakdown --run-dir DIR[,DIR...] [--red B_line] [--length 100]
                                     [--episodes 500] [--seed 153] [--fix-bugs]
                                     [--opening A,B,...] [--restore-foothold STEP]
                                     [--stochastic] [--json FILE] [--trace FILE.npz]
@@ -22,8 +22,9 @@ setting; GreenAgent off) and reports, per episode on average:
 action is replaced by a Restore of the user host B_line drew for the episode (read from the
 env's state, which no defender sees), to ask what removing the foothold once would be worth.
 ``--trace`` also writes every step of every episode (Red's action and outcome, Red's hold per
-host, Blue's action, table and reward) in the format of ``bench/cyber_peer.py --trace``, which
-``bench.cyber_trace`` compares step by step.
+host, Blue's action, table and reward) in the format of
+``bench/research/cyber_peer.py --trace``, which ``bench.research.cyber_trace`` compares step by
+step.
 Deterministic (the mode of each action distribution) unless ``--stochastic``. Exits 0 with
 the report; 1 with one line on bad input (as ``bench.cyber_defender``, or an unknown Red, a
 length below 1, a ``--restore-foothold`` step outside the episode or against Meander).
@@ -42,8 +43,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.cyber_defender import REDS, load_defender, parse_opening, with_opening
-from bench.cyber_peer import TRACE_FIELDS
 from envs.cyber import blue as cyber_blue
 from envs.cyber import env as cyber_env
 from envs.cyber import red as cyber_red
@@ -53,6 +52,9 @@ from jaxrl.core.acting import PolicyParams, act
 from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import play_params
 from jaxrl.run.setup import Setup
+
+from ..cyber_defender import REDS, load_defender, parse_opening, with_opening
+from .cyber_peer import TRACE_FIELDS
 
 USER_HOSTS = (tb.USER1, tb.USER2, tb.USER3, tb.USER4)
 OPENING_STEPS = 4  # steps whose most frequent actions are reported
@@ -109,7 +111,7 @@ def play(
     """``length`` steps of ``episodes`` fresh episodes (no auto-reset). Returns per step
     ``[T, E]`` arrays: Blue's CybORG actions (a reduced set's expanded), rewards, reward
     terms, Red's access and the counted hosts, and under ``"trace"`` the fields of
-    ``bench.cyber_peer.TRACE_FIELDS`` (:func:`red_record`, Blue's table).
+    ``bench.research.cyber_peer.TRACE_FIELDS`` (:func:`red_record`, Blue's table).
     ``restore_foothold``: at that step Blue restores B_line's user host instead
     (:func:`foothold_restore`)."""
     env = cyber_env.Cage2()
@@ -166,7 +168,7 @@ def foothold_restore(user: jax.Array, action_set: str) -> jax.Array:
 
 def red_record(key: jax.Array, state: cyber_env.EnvState) -> dict[str, jax.Array]:
     """Red's action in the step ``Cage2.step_env(key, state, ...)`` plays, int32 scalars in
-    ``bench.cyber_peer``'s trace codes: ``red_kind``, ``red_target`` (-1 for Sleep),
+    ``bench.research.cyber_peer``'s trace codes: ``red_kind``, ``red_target`` (-1 for Sleep),
     ``red_exploit`` (the exploit chosen, -1 for none) and ``red_stage`` (B_line's, else -1).
 
     Red's choice reads only the state at the step's start and the step's draws (Blue's action
@@ -191,7 +193,7 @@ def access_levels(state: cyber_env.EnvState) -> jax.Array:
 
 
 def write_trace(path: str | Path, rec: dict) -> None:
-    """``play``'s ``"trace"`` (``[T, E]`` leaves) as a ``bench.cyber_peer`` trace ``.npz``."""
+    """``play``'s ``"trace"`` (``[T, E]`` leaves) as a ``cyber_peer`` trace ``.npz``."""
     arrays = {}
     for name, (dtype, _) in TRACE_FIELDS.items():
         arrays[name] = np.swapaxes(np.asarray(rec["trace"][name]), 0, 1).astype(dtype)
@@ -339,9 +341,9 @@ def report(b: Breakdown) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bench.cyber_breakdown``."""
+    """Entry point of ``python -m bench.research.cyber_breakdown``."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.cyber_breakdown",
+        prog="python -m bench.research.cyber_breakdown",
         description="Where a CAGE2 defender loses its score in one evaluation cell.",
     )
     parser.add_argument("--run-dir", required=True, help="a CAGE2 run (DIR,DIR,...: an ensemble)")
