@@ -86,7 +86,7 @@ def memory_child() -> None:
 
 def _run_memory_child(path: str, overrides: Sequence[str], num_envs: int) -> dict[str, Any]:
     spec = {"path": path, "overrides": list(overrides), "num_envs": num_envs}
-    return run_child("bench.memory_bench.memory_child", spec)
+    return run_child(f"{__name__}.memory_child", spec)
 
 
 def train_fits(config: Config) -> bool:

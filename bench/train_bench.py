@@ -170,7 +170,7 @@ def reference_figures(
     assert kwargs is not None
     runs = [
         run_child(
-            "bench.train_bench.reference_child",
+            f"{__name__}.reference_child",
             {"seed": config.seed, "kwargs": kwargs, "fast_prng": fast_prng},
         )
         for _ in range(profile.reference_repeats)
@@ -228,7 +228,7 @@ def scale_figures(spec: ConfigSpec, num_envs: int, profile: Profile) -> tuple[li
             "profile": profile.name,
         }
         extra = {"JAX_NUM_CPU_DEVICES": str(devices)} if platform == "cpu" else {}
-        result = run_child("bench.train_bench.scale_child", child, extra)
+        result = run_child(f"{__name__}.scale_child", child, extra)
         for f in result["figures"]:
             f["name"] = f"scale/{spec.label}/devices={devices}" + f["name"]
             figures.append(Figure(**{**f, "samples": tuple(f["samples"])}))
