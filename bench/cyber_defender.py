@@ -570,8 +570,8 @@ def report(scores: DefenderScores) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bench.cyber_defender``."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m bench.cyber_defender``."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.cyber_defender",
         description="A trained CAGE2 defender against the CAGE-2 leaderboard.",
@@ -592,7 +592,12 @@ def main(argv: list[str] | None = None) -> int:
         "--opening",
         help="Blue's first actions of every episode, scripted: A,B,... (0-144; 0-35 reduced)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench.cyber_defender``."""
+    args = build_parser().parse_args(argv)
     pair = (args.b_line_run, args.meander_run)
     paired = [run is not None for run in pair]
     if (args.run_dir is not None) == any(paired) or any(paired) != all(paired):
