@@ -38,6 +38,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -221,17 +222,7 @@ def breakdown(
         ``red``, ``length`` or ``episodes`` below 1, a ``restore_foothold`` outside the
         episode or against another Red.
     """
-    if red not in REDS:
-        raise ValueError(f"--red must be one of {sorted(REDS)}, got {red!r}")
-    if length < 1 or episodes < 1:
-        raise ValueError(f"--length and --episodes must be >= 1, got {length} and {episodes}")
-    if restore_foothold is not None:
-        if red != "B_line":
-            raise ValueError(f"--restore-foothold probes B_line's user host, not {red}'s")
-        if not 0 <= restore_foothold < length:
-            raise ValueError(
-                f"--restore-foothold needs a step in [0, {length}), got {restore_foothold}"
-            )
+    _check_cell(red, length, episodes, restore_foothold)
     setup, policy, _, label = load_defender(runs)
     if opening:
         setup, policy = with_opening(setup, policy, opening)
@@ -243,34 +234,6 @@ def breakdown(
         write_trace(trace, rec)
     returns = rec["reward"].astype(np.float64).sum(0)  # [E]
     action = rec["action"]  # [T, E]
-    hosts = tuple(
-        HostCost(
-            host=tb.HOSTS[h],
-            shell_steps=float(rec["shell"][:, :, h].sum(0).mean()),
-            counted_steps=float(rec["counted"][:, :, h].sum(0).mean()),
-            cost=float(rec["counted"][:, :, h].sum(0).mean() * tb.HOST_VALUE[h]),
-        )
-        for h in range(tb.NUM_HOSTS)
-        if rec["shell"][:, :, h].any()
-    )
-    kind = np.searchsorted(cyber_blue.KIND_FIRST, action, side="right") - 1  # [T, E]
-    kinds = {name: float((kind == k).sum(0).mean()) for k, name in enumerate(cyber_blue.KINDS)}
-    targets = {}
-    for name, first in (("analyse", tb.ANALYSE), ("remove", tb.REMOVE), ("restore", tb.RESTORE)):
-        counts = {
-            tb.HOSTS[h]: float((action == first + h).sum(0).mean()) for h in range(tb.NUM_HOSTS)
-        }
-        targets[name] = {host: n for host, n in counts.items() if n > 0}
-    foothold = rec["counted"][:, :, list(USER_HOSTS)].any(-1)  # [T, E]
-    held = foothold.any(0)
-    first_step = foothold.argmax(0)[held]
-    top_actions = []
-    for t in range(min(OPENING_STEPS, length)):
-        values, counts = np.unique(action[t], return_counts=True)
-        top = np.argsort(-counts)[:3]
-        top_actions.append(
-            tuple((tb.action_name(int(values[i])), float(counts[i] / episodes)) for i in top)
-        )
     return Breakdown(
         runs=label,
         red=red,
@@ -284,18 +247,87 @@ def breakdown(
         terms={
             name: float(np.asarray(v, np.float64).sum(0).mean()) for name, v in rec["terms"].items()
         },  # fmt: skip
-        hosts=hosts,
-        kinds=kinds,
-        targets=targets,
-        foothold_step=(
-            tuple(float(p) for p in np.percentile(first_step, [10, 50, 90])) if held.any() else None
-        ),
-        no_foothold=float(1.0 - held.mean()),
-        foothold_at_end=float(foothold[-1].mean()),
-        opening=tuple(top_actions),
+        hosts=_host_costs(rec),
+        kinds=_action_kinds(action),
+        targets=_action_targets(action),
+        **_foothold(rec),
+        opening=_top_actions(action, min(OPENING_STEPS, length), episodes),
         scripted=tuple(opening),
         restore_foothold=restore_foothold,
     )
+
+
+def _foothold(rec: dict) -> dict[str, Any]:
+    """``Breakdown``'s foothold fields: when Red first held a counted shell on a user host
+    (10th, 50th, 90th percentiles; None if never), how often never, and held at the end."""
+    foothold = rec["counted"][:, :, list(USER_HOSTS)].any(-1)  # [T, E]
+    held = foothold.any(0)
+    first_step = foothold.argmax(0)[held]
+    return {
+        "foothold_step": (
+            tuple(float(p) for p in np.percentile(first_step, [10, 50, 90])) if held.any() else None
+        ),
+        "no_foothold": float(1.0 - held.mean()),
+        "foothold_at_end": float(foothold[-1].mean()),
+    }
+
+
+def _check_cell(red: str, length: int, episodes: int, restore_foothold: int | None) -> None:
+    """Raise ``ValueError`` on a cell :func:`breakdown` cannot play (its one-line message)."""
+    if red not in REDS:
+        raise ValueError(f"--red must be one of {sorted(REDS)}, got {red!r}")
+    if length < 1 or episodes < 1:
+        raise ValueError(f"--length and --episodes must be >= 1, got {length} and {episodes}")
+    if restore_foothold is not None:
+        if red != "B_line":
+            raise ValueError(f"--restore-foothold probes B_line's user host, not {red}'s")
+        if not 0 <= restore_foothold < length:
+            raise ValueError(
+                f"--restore-foothold needs a step in [0, {length}), got {restore_foothold}"
+            )
+
+
+def _host_costs(rec: dict) -> tuple[HostCost, ...]:
+    """Per host Red ever held a shell on: the steps held, counted, and their cost (per episode)."""
+    return tuple(
+        HostCost(
+            host=tb.HOSTS[h],
+            shell_steps=float(rec["shell"][:, :, h].sum(0).mean()),
+            counted_steps=float(rec["counted"][:, :, h].sum(0).mean()),
+            cost=float(rec["counted"][:, :, h].sum(0).mean() * tb.HOST_VALUE[h]),
+        )
+        for h in range(tb.NUM_HOSTS)
+        if rec["shell"][:, :, h].any()
+    )
+
+
+def _action_kinds(action: np.ndarray) -> dict[str, float]:
+    """Blue's actions ``[T, E]`` by kind: the steps per episode of each kind."""
+    kind = np.searchsorted(cyber_blue.KIND_FIRST, action, side="right") - 1  # [T, E]
+    return {name: float((kind == k).sum(0).mean()) for k, name in enumerate(cyber_blue.KINDS)}
+
+
+def _action_targets(action: np.ndarray) -> dict[str, dict[str, float]]:
+    """Blue's Analyse, Remove and Restore actions ``[T, E]`` per target host (per episode)."""
+    targets = {}
+    for name, first in (("analyse", tb.ANALYSE), ("remove", tb.REMOVE), ("restore", tb.RESTORE)):
+        counts = {
+            tb.HOSTS[h]: float((action == first + h).sum(0).mean()) for h in range(tb.NUM_HOSTS)
+        }
+        targets[name] = {host: n for host, n in counts.items() if n > 0}
+    return targets
+
+
+def _top_actions(action: np.ndarray, steps: int, episodes: int) -> tuple:
+    """Blue's three most frequent actions ``(name, fraction of episodes)`` at each first step."""
+    top_actions = []
+    for t in range(steps):
+        values, counts = np.unique(action[t], return_counts=True)
+        top = np.argsort(-counts)[:3]
+        top_actions.append(
+            tuple((tb.action_name(int(values[i])), float(counts[i] / episodes)) for i in top)
+        )
+    return tuple(top_actions)
 
 
 def report(b: Breakdown) -> str:
