@@ -570,7 +570,7 @@ def report(scores: DefenderScores) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _parser() -> argparse.ArgumentParser:
     """The command line of ``python -m bench.cyber_defender``."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.cyber_defender",
@@ -597,7 +597,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m bench.cyber_defender``."""
-    args = build_parser().parse_args(argv)
+    args = _parser().parse_args(argv)
     pair = (args.b_line_run, args.meander_run)
     paired = [run is not None for run in pair]
     if (args.run_dir is not None) == any(paired) or any(paired) != all(paired):
