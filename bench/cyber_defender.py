@@ -58,7 +58,6 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from bench.cyber_fidelity import LENGTHS, RED_INDEX
 from envs.cyber import fingerprint
 from envs.cyber import red as cyber_red
 from envs.cyber import tables as cyber_tables
@@ -69,7 +68,9 @@ from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import load_policy, play_params
 from jaxrl.run.setup import Setup
 
-REDS = {red: RED_INDEX[red] for red in ("B_line", "Meander")}  # the active Reds' agent indices
+LENGTHS = (30, 50, 100)  # the challenge's episode lengths
+# The active Reds' agent indices (as bench.research.cyber_fidelity.RED_INDEX names them).
+REDS = {"B_line": cyber_red.BLINE_AGENT, "Meander": cyber_red.MEANDER_AGENT}
 BUGS = {"2.1": False, "fixed": True}  # fix_bugs per column group: CybORG 2.1, CybORG++
 CELLS_PER_SETTING = len(REDS) * len(LENGTHS)  # six cells a bug setting
 
@@ -569,8 +570,8 @@ def report(scores: DefenderScores) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bench.cyber_defender``."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m bench.cyber_defender``."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.cyber_defender",
         description="A trained CAGE2 defender against the CAGE-2 leaderboard.",
@@ -591,7 +592,12 @@ def main(argv: list[str] | None = None) -> int:
         "--opening",
         help="Blue's first actions of every episode, scripted: A,B,... (0-144; 0-35 reduced)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m bench.cyber_defender``."""
+    args = _parser().parse_args(argv)
     pair = (args.b_line_run, args.meander_run)
     paired = [run is not None for run in pair]
     if (args.run_dir is not None) == any(paired) or any(paired) != all(paired):

@@ -5,7 +5,7 @@
 The ``.npz`` holds the network's params (``params/<module>/.../<leaf>``, float32), its shape
 (torso widths, activation, recurrent core) and what a Blue needs to play it outside JAX:
 the observation mode, the action set and the tables of the reduced set's decoy macro for
-both bug settings. ``bench/cyber_peer.py``'s ``PolicyBlue`` plays it in CybORG with numpy
+both bug settings. ``bench/research/cyber_peer.py``'s ``PolicyBlue`` plays it in CybORG with numpy
 only (``--blue policy --policy FILE.npz``), so a defender's leaderboard figure can be checked
 against the env the leaderboard used; ``tests/test_cyber_export.py`` checks that
 ``PolicyBlue`` chooses jaxrl's actions and rebuilds jaxrl's observations step by step.
@@ -24,11 +24,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from bench.cyber_defender import _check_cage2_run
 from envs.cyber import tables as tb
 from jaxrl.config import ConfigError
 from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import load_policy
+
+from .cyber_defender import _check_cage2_run
 
 ACTIVATIONS = ("tanh", "relu")  # what PolicyBlue implements
 

@@ -25,12 +25,13 @@ from collections.abc import Iterable
 
 import jax
 
-from bench.figures import Figure, Profile, cost, log, rate, time_calls
 from jaxrl.config import Config
 from jaxrl.core.rollout import rollout
 from jaxrl.core.types import RunnerState
 from jaxrl.run.setup import Setup, make_setup
 from jaxrl.run.train_step import init_run, make_plan, make_train_step
+
+from .figures import Figure, Profile, cost, log, rate, time_calls
 
 COPY_MARKERS = ("memcpy", "memset")
 

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 from flax import struct
 
 import envs
-from bench.figures import (
+
+from .figures import (
     Figure,
     Profile,
     available_bytes,
@@ -80,20 +81,16 @@ def env_fits(name: str, kwargs: dict[str, Any], num_envs: int, profile: Profile)
     return need < 0.5 * available_bytes()
 
 
-def env_figures(name: str, kwargs: dict[str, Any], num_envs: int, profile: Profile) -> list[Figure]:
-    """Raw env steps/s for ``num_envs`` envs (and agent-steps/s for multi-agent envs).
+def _env_inputs(
+    env: Any, env_params: Any, num_envs: int, num_steps: int, agent_shape: tuple[int, ...]
+) -> tuple[EnvBenchCarry, jax.Array, jax.Array, bool]:
+    """The timed scan's inputs, ready on the device: ``(carry, actions, keys, reports_active)``.
 
-    Args:
-      name: a registered env name.
-      kwargs: overrides of its ``EnvParams``.
-      num_envs: parallel (vmapped) env instances.
-      profile: scan length, repeats.
+    ``actions``: ``[num_steps, num_envs, *agent_shape, ...]``, uniform over the action space;
+    ``keys``: ``[num_steps, num_envs]`` step keys; ``reports_active``: the env counts its
+    active agents in ``info["agent_mask"]``.
     """
-    env, env_params = envs.make(name, **kwargs)
-    agent_shape = (int(env.num_agents),) if hasattr(env, "num_agents") else ()
-    num_steps = env_scan_length(num_envs, profile)
     key_reset, key_actions, key_steps = jax.random.split(jax.random.key(0), 3)
-
     obs, env_state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
         jax.random.split(key_reset, num_envs), env_params
     )
@@ -108,7 +105,6 @@ def env_figures(name: str, kwargs: dict[str, Any], num_envs: int, profile: Profi
     _, _, reward, _, _, info = jax.eval_shape(
         jax.vmap(env.step, in_axes=(0, 0, 0, None)), keys[0], env_state, actions[0], env_params
     )
-    reports_active = bool(agent_shape) and "agent_mask" in info
     carry = EnvBenchCarry(
         env_state=env_state,
         obs=obs,
@@ -116,14 +112,39 @@ def env_figures(name: str, kwargs: dict[str, Any], num_envs: int, profile: Profi
         agent_steps=jnp.zeros((), jnp.int32),
     )
     jax.block_until_ready((carry, actions, keys))
+    return carry, actions, keys, bool(agent_shape) and "agent_mask" in info
 
+
+def _compile_env_scan(env: Any, env_params: Any, inputs: tuple, repeats: int):
+    """``(compile seconds per repeat, the last compiled scan)`` of :func:`env_scan`."""
     compiles = []
-    for _ in range(profile.compile_repeats):
+    for _ in range(repeats):
         # A fresh jit per compile: a real trace, lowering and XLA compile.
         seconds, compiled = compile_seconds(
-            jax.jit(functools.partial(env_scan, env, env_params)), carry, actions, keys
+            jax.jit(functools.partial(env_scan, env, env_params)), *inputs
         )
         compiles.append(seconds)
+    return compiles, compiled
+
+
+def env_figures(name: str, kwargs: dict[str, Any], num_envs: int, profile: Profile) -> list[Figure]:
+    """Raw env steps/s for ``num_envs`` envs (and agent-steps/s for multi-agent envs).
+
+    Args:
+      name: a registered env name.
+      kwargs: overrides of its ``EnvParams``.
+      num_envs: parallel (vmapped) env instances.
+      profile: scan length, repeats.
+    """
+    env, env_params = envs.make(name, **kwargs)
+    agent_shape = (int(env.num_agents),) if hasattr(env, "num_agents") else ()
+    num_steps = env_scan_length(num_envs, profile)
+    carry, actions, keys, reports_active = _env_inputs(
+        env, env_params, num_envs, num_steps, agent_shape
+    )
+    compiles, compiled = _compile_env_scan(
+        env, env_params, (carry, actions, keys), profile.compile_repeats
+    )
     last: list[EnvBenchCarry] = []
 
     def call() -> None:

@@ -1,6 +1,6 @@
 """Size and per-call latency of exported policies beside jaxrl's jitted ``act``.
 
-    python bench/export_latency.py --run-dir runs/cartpole [--batches 1 1024] [--calls 200]
+    python -m bench.export_latency --run-dir runs/cartpole [--batches 1 1024] [--calls 200]
 
 For each batch size: the median wall time of one call of jaxrl's ``jax.jit(policy.act)``
 (``jaxrl.load_policy``), of the StableHLO file (``jax.export.deserialize``, jitted) and of the

@@ -241,8 +241,9 @@ class ConfigSpec:
 def run_child(
     entry: str, spec: dict[str, Any], extra_env: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """Run ``<module>.<function>()`` (``entry``: ``"bench.memory_bench.memory_child"``) in a
-    fresh Python with ``spec`` as its argument; returns its last line of stdout, parsed."""
+    """Run ``<module>.<function>()`` in a fresh Python with ``spec`` as its argument; returns its
+    last line of stdout, parsed. ``entry`` is ``f"{__name__}.memory_child"``, so that it names the
+    module as imported (``bench.*`` from a clone, ``jaxrl.bench.*`` installed)."""
     env = {**os.environ, **(extra_env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.run(

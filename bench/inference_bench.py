@@ -10,10 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.figures import Figure, Profile, compile_seconds, cost, rate
 from jaxrl.core.acting import PolicyParams, act
 from jaxrl.run.setup import Setup
 from jaxrl.run.train_step import init_runner_state
+
+from .figures import Figure, Profile, compile_seconds, cost, rate
 
 INFERENCE_QUANTITIES = ("p50", "p95", "p99", "actions_per_s", "compile")
 

@@ -13,7 +13,11 @@ from typing import Any
 
 import jax
 
-from bench.figures import (
+from jaxrl.config import Config
+from jaxrl.run.setup import make_setup
+from jaxrl.run.train_step import init_runner_state, make_train_step
+
+from .figures import (
     MIB,
     ConfigSpec,
     Figure,
@@ -23,9 +27,6 @@ from bench.figures import (
     proc_kib,
     run_child,
 )
-from jaxrl.config import Config
-from jaxrl.run.setup import make_setup
-from jaxrl.run.train_step import init_runner_state, make_train_step
 
 
 def peak_rss_bytes() -> int:
@@ -85,7 +86,7 @@ def memory_child() -> None:
 
 def _run_memory_child(path: str, overrides: Sequence[str], num_envs: int) -> dict[str, Any]:
     spec = {"path": path, "overrides": list(overrides), "num_envs": num_envs}
-    return run_child("bench.memory_bench.memory_child", spec)
+    return run_child(f"{__name__}.memory_child", spec)
 
 
 def train_fits(config: Config) -> bool:

@@ -4,9 +4,10 @@
     python -m bench.random_policy --env jumanji:Snake-v1 [--make-kwargs JSON] [--episodes 64]
 
 Plays the first episode of each of ``episodes`` vmapped envs (a run's ``env.name``,
-``env.make_kwargs`` and ``env.kwargs``, as ``jaxrl.commands.evaluate`` builds them, or ``--env``) with
-actions drawn uniformly, one per agent slot: among the legal actions where the env declares an
-action mask (:class:`envs.protocols.ActionMaskEnv`), from the whole action space otherwise.
+``env.make_kwargs`` and ``env.kwargs``, as ``jaxrl.commands.evaluate`` builds them, or
+``--env``) with actions drawn uniformly, one per agent slot: among the legal actions where the
+env declares an action mask (:class:`envs.protocols.ActionMaskEnv`), from the whole action space
+otherwise.
 Prints the mean and standard deviation of the episode returns, each the mean over the env's
 agent slots (the statistic ``python -m jaxrl.evaluate`` reports). Two-team envs are not
 covered (their baseline is the league's scripted opponent).

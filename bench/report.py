@@ -13,7 +13,7 @@ from typing import Any
 import jax
 import jaxlib
 
-from bench.figures import UsageError
+from .figures import UsageError
 
 
 def fmt(x: float) -> str:

@@ -70,13 +70,16 @@ from pathlib import Path
 from typing import Any
 
 import envs
-from bench.device_bench import device_figures
-from bench.env_bench import env_figures, env_fits
-from bench.figures import PROFILES, ConfigSpec, Figure, Profile, UsageError, log
-from bench.inference_bench import INFERENCE_QUANTITIES, inference_figures
-from bench.memory_bench import memory_figures, train_fits
-from bench.report import compare, fmt, header, machine_meta, read_results, table
-from bench.train_bench import (
+from jaxrl.config import Config, ConfigError, load_config, parse_overrides
+from jaxrl.run.setup import make_setup
+
+from .device_bench import device_figures
+from .env_bench import env_figures, env_fits
+from .figures import PROFILES, ConfigSpec, Figure, Profile, UsageError, log
+from .inference_bench import INFERENCE_QUANTITIES, inference_figures
+from .memory_bench import memory_figures, train_fits
+from .report import compare, fmt, header, machine_meta, read_results, table
+from .train_bench import (
     alternating_train_figures,
     at_stage,
     reference_figures,
@@ -84,8 +87,6 @@ from bench.train_bench import (
     scale_figures,
     train_figures,
 )
-from jaxrl.config import Config, ConfigError, load_config, parse_overrides
-from jaxrl.run.setup import make_setup
 
 REPO = Path(__file__).resolve().parents[1]
 SECTIONS = (
@@ -217,161 +218,221 @@ def _selfplay_run(label: str, path: str, stage: int, overrides: list[str]):
     return f"selfplay/{label}", config, functools.partial(at_stage, stage)
 
 
-def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
-    """Run the selected sub-benchmarks."""
-    profile = plan.profile
-    measure = Measurements(profile)
-    figures: list[Figure] = []
-    outcome = Outcome(ratios={}, notes=[], section_wall_s={})
-    train_extra = [f"env.num_envs={plan.train_envs}"] if plan.train_envs else []
-    first = plan.specs[0]
+class Collected:
+    """The figures measured so far, each logged as it comes, and the run's :class:`Outcome`."""
 
-    def report(new: list[Figure]) -> None:
+    def __init__(self):
+        """Nothing measured yet."""
+        self.figures: list[Figure] = []
+        self.outcome = Outcome(ratios={}, notes=[], section_wall_s={})
+
+    def report(self, new: list[Figure]) -> None:
+        """Log ``new`` (median and spread) and keep it."""
         for f in new:
             log(f"  {f.name}: {fmt(f.median)} {f.unit} [{fmt(f.min)} - {fmt(f.max)}]")
-        figures.extend(new)
+        self.figures.extend(new)
 
-    def median_of(name: str) -> float:
-        return next(f.median for f in figures if f.name == name)
+    def median_of(self, name: str) -> float:
+        """The median of the figure ``name`` measured so far."""
+        return next(f.median for f in self.figures if f.name == name)
 
+
+def _train_extra(plan: Plan) -> list[str]:
+    """``--train-envs`` as an override of the train, reference and precision configs."""
+    return [f"env.num_envs={plan.train_envs}"] if plan.train_envs else []
+
+
+def run_env(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only env``: env-only throughput at each env count that fits in memory."""
+    del measure  # env figures are not shared with another section
+    for num_envs in plan.env_counts:
+        if not env_fits(plan.env_name, plan.env_kwargs, num_envs, plan.profile):
+            out.outcome.notes.append(
+                f"env {plan.env_name} n={num_envs}: skipped, not enough memory"
+            )
+            continue
+        log(f"[env] {plan.env_name}, {num_envs} envs")
+        out.report(env_figures(plan.env_name, plan.env_kwargs, num_envs, plan.profile))
+
+
+def run_train(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only train``: each config's train chunk (and, with ``--reference``, the reference)."""
+    for spec in plan.specs:
+        log(f"[train] {spec.label}")
+        out.report(measure.train(f"train/{spec.label}", spec.load(_train_extra(plan))))
+        if plan.reference:
+            run_train_reference(plan, spec, out)
+
+
+def run_train_reference(plan: Plan, spec: ConfigSpec, out: Collected) -> None:
+    """``--reference``: bench.reference_ppo on ``spec`` as shipped and with jaxrl's PRNG."""
+    written = spec.load_as_written(_train_extra(plan))
+    if reference_kwargs(written) is None:
+        out.outcome.notes.append(f"reference: skipped for {spec.label} (not the reference's model)")
+        return
+    log(f"[train] {spec.label}: bench.reference_ppo")
+    out.report(reference_figures(f"train/{spec.label}/reference", written, plan.profile))
+    log(f"[train] {spec.label}: bench.reference_ppo with jaxrl.core.prng installed")
+    out.report(
+        reference_figures(
+            f"train/{spec.label}/reference_fast_prng", written, plan.profile, fast_prng=True
+        )
+    )
+    ours = out.median_of(f"train/{spec.label}/sps")
+    for name in ("reference", "reference_fast_prng"):
+        theirs = out.median_of(f"train/{spec.label}/{name}/sps")
+        out.outcome.ratios[f"train/{spec.label}/sps ours/{name}"] = ours / theirs
+
+
+def run_inference(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only inference``: each config's ``act`` latency at the profile's batch sizes."""
+    for spec in plan.specs:
+        for batch in plan.profile.infer_batches:
+            log(f"[inference] {spec.label}, batch {batch}")
+            out.report(
+                measure.inference(
+                    f"inference/{spec.label}/b={batch}",
+                    spec.load(_train_extra(plan)),
+                    batch,
+                    INFERENCE_QUANTITIES,
+                )
+            )
+
+
+def run_memory(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only memory``: peak memory of one update, each configuration in fresh processes."""
+    del measure  # measured in child processes
+    profile = plan.profile
+    jobs = []
+    for spec in plan.specs if profile.memory_recurrent else plan.specs[:1]:
+        for num_envs in profile.memory_envs:
+            if train_fits(spec.load([f"env.num_envs={num_envs}"])):
+                jobs.append((spec.label, spec, num_envs))
+            else:
+                out.outcome.notes.append(
+                    f"memory {spec.label} n={num_envs}: skipped, not enough memory"
+                )
+    log(f"[memory] {len(jobs)} configurations, each in fresh processes")
+    out.report(memory_figures(jobs, profile))
+
+
+def run_precision(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only precision``: the first config trained and acting in float32 and bfloat16."""
+    first = plan.specs[0]
+    batch = max(plan.profile.infer_batches)
+    for dtype in ("float32", "bfloat16"):
+        log(f"[precision] {first.label}, {dtype}")
+        config = first.load([*_train_extra(plan), f"precision={dtype}"])
+        prefix = f"precision/{first.label}/{dtype}"
+        out.report(measure.train(prefix, config))
+        for b in sorted({1, batch}):
+            out.report(measure.inference(f"{prefix}/act_b={b}", config, b, ("p50",)))
+    for quantity in ("sps", f"act_b={batch}/p50"):
+        bf16 = out.median_of(f"precision/{first.label}/bfloat16/{quantity}")
+        f32 = out.median_of(f"precision/{first.label}/float32/{quantity}")
+        out.outcome.ratios[f"precision/{first.label}/{quantity} bfloat16/float32"] = bf16 / f32
+
+
+def run_selfplay(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only selfplay``: the league (with exploiters, a variant) beside its other stages."""
+    del measure  # each stage is its own program
+    profile = plan.profile
+    num_envs = plan.train_envs or load_config(REPO / SELFPLAY_CONFIG).env.num_envs
+    extra = [f"env.num_envs={num_envs}", *profile.train_overrides]
+
+    # The league with and without exploiters, timed in turns (their ratio is a target).
+    runs = [
+        _selfplay_run("league", SELFPLAY_CONFIG, -1, extra),
+        _selfplay_run("league_exploiters", SELFPLAY_CONFIG, -1, [*extra, *plan.exploiters]),
+    ]
+    if plan.league_variant:  # --league-variant: a change's cost, timed in the same turns
+        variant = [*extra, *plan.league_variant]
+        runs.append(_selfplay_run("league_variant", SELFPLAY_CONFIG, -1, variant))
+    out.report(alternating_train_figures(runs, profile))
+    for label, path, stage in (
+        ("rule_stage", SELFPLAY_CONFIG, -2),
+        ("curriculum_3v3", CURRICULUM_CONFIG, -1),
+    ):
+        prefix, config, prepare = _selfplay_run(label, path, stage, extra)
+        out.report(train_figures(prefix, config, profile, prepare))
+    league = out.median_of("selfplay/league/sps")
+    for other in ("rule_stage", "curriculum_3v3"):
+        ratio = league / out.median_of(f"selfplay/{other}/sps")
+        out.outcome.ratios[f"selfplay/league/sps over {other}"] = ratio
+    for prefix, _, _ in runs[1:]:  # the exploiters, and the --league-variant if given
+        ratio = out.median_of(f"{prefix}/sps") / league
+        out.outcome.ratios[f"{prefix}/sps over league"] = ratio
+
+
+def run_scale(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only scale``: seeds vmapped in one program, then envs sharded over devices."""
+    first = plan.specs[0]
+    for seeds in (1, SCALE_SEEDS):
+        log(f"[scale] {first.label}: train.num_seeds={seeds}, vmapped")
+        config = first.load([*_train_extra(plan), f"train.num_seeds={seeds}"])
+        out.report(measure.train(f"scale/{first.label}/seeds={seeds}", config))
+    ratio = out.median_of(f"scale/{first.label}/seeds={SCALE_SEEDS}/sps") / out.median_of(
+        f"scale/{first.label}/seeds=1/sps"
+    )
+    out.outcome.ratios[f"scale/{first.label}/sps seeds={SCALE_SEEDS}/seeds=1"] = ratio
+    num_envs = plan.train_envs or SCALE_DEVICE_ENVS
+    log(f"[scale] {first.label}: {num_envs} envs on 1 device and sharded, in children")
+    new, note = scale_figures(first, num_envs, plan.profile)
+    out.report(new)
+    out.outcome.notes.append(note)
+    if new:
+        many = new[-1].name.split("/")[2]
+        ratio = out.median_of(f"scale/{first.label}/{many}/sps") / out.median_of(
+            f"scale/{first.label}/devices=1/sps"
+        )
+        out.outcome.ratios[f"scale/{first.label}/sps {many}/devices=1"] = ratio
+
+
+def run_device(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only device``: each config's device busy fraction, launches and time split."""
+    del measure  # profiled on its own
+    for spec in plan.specs:
+        log(f"[device] {spec.label}")
+        config = spec.load(_train_extra(plan))
+        new, note = device_figures(f"device/{spec.label}", config, plan.profile)
+        out.report(new)
+        if note:
+            out.outcome.notes.append(f"device {spec.label}: {note}")
+
+
+def run_host(plan: Plan, measure: Measurements, out: Collected) -> None:
+    """``--only host``: gymnasium and EnvPool envs beside CleanRL (bench.host_throughput)."""
+    del measure  # trained in child processes
+    from . import host_throughput  # noqa: PLC0415 - needs gymnasium/envpool
+
+    results = host_throughput.run(plan.profile.name == "tiny", plan.peer_python)
+    out.outcome.notes.append(host_throughput.report(results))
+    out.outcome.ratios.update(host_throughput.ratios(results))
+
+
+SECTION_RUNS = {
+    "env": run_env,
+    "train": run_train,
+    "inference": run_inference,
+    "memory": run_memory,
+    "precision": run_precision,
+    "selfplay": run_selfplay,
+    "scale": run_scale,
+    "device": run_device,
+    "host": run_host,
+}  # one per SECTIONS entry
+
+
+def run_plan(plan: Plan) -> tuple[list[Figure], Outcome]:
+    """Run the selected sub-benchmarks."""
+    measure = Measurements(plan.profile)
+    out = Collected()
     for section in plan.sections:
         start = time.perf_counter()
-        if section == "env":
-            for num_envs in plan.env_counts:
-                if not env_fits(plan.env_name, plan.env_kwargs, num_envs, profile):
-                    outcome.notes.append(
-                        f"env {plan.env_name} n={num_envs}: skipped, not enough memory"
-                    )
-                    continue
-                log(f"[env] {plan.env_name}, {num_envs} envs")
-                report(env_figures(plan.env_name, plan.env_kwargs, num_envs, profile))
-
-        elif section == "train":
-            for spec in plan.specs:
-                log(f"[train] {spec.label}")
-                report(measure.train(f"train/{spec.label}", spec.load(train_extra)))
-                if not plan.reference:
-                    continue
-                written = spec.load_as_written(train_extra)
-                if reference_kwargs(written) is None:
-                    outcome.notes.append(
-                        f"reference: skipped for {spec.label} (not the reference's model)"
-                    )
-                    continue
-                log(f"[train] {spec.label}: bench.reference_ppo")
-                report(reference_figures(f"train/{spec.label}/reference", written, profile))
-                log(f"[train] {spec.label}: bench.reference_ppo with jaxrl.core.prng installed")
-                report(
-                    reference_figures(
-                        f"train/{spec.label}/reference_fast_prng", written, profile, fast_prng=True
-                    )
-                )
-                ours = median_of(f"train/{spec.label}/sps")
-                for name in ("reference", "reference_fast_prng"):
-                    theirs = median_of(f"train/{spec.label}/{name}/sps")
-                    outcome.ratios[f"train/{spec.label}/sps ours/{name}"] = ours / theirs
-
-        elif section == "inference":
-            for spec in plan.specs:
-                for batch in profile.infer_batches:
-                    log(f"[inference] {spec.label}, batch {batch}")
-                    report(
-                        measure.inference(
-                            f"inference/{spec.label}/b={batch}",
-                            spec.load(train_extra),
-                            batch,
-                            INFERENCE_QUANTITIES,
-                        )
-                    )
-
-        elif section == "memory":
-            jobs = []
-            for spec in plan.specs if profile.memory_recurrent else plan.specs[:1]:
-                for num_envs in profile.memory_envs:
-                    if train_fits(spec.load([f"env.num_envs={num_envs}"])):
-                        jobs.append((spec.label, spec, num_envs))
-                    else:
-                        outcome.notes.append(
-                            f"memory {spec.label} n={num_envs}: skipped, not enough memory"
-                        )
-            log(f"[memory] {len(jobs)} configurations, each in fresh processes")
-            report(memory_figures(jobs, profile))
-
-        elif section == "precision":
-            batch = max(profile.infer_batches)
-            for dtype in ("float32", "bfloat16"):
-                log(f"[precision] {first.label}, {dtype}")
-                config = first.load([*train_extra, f"precision={dtype}"])
-                prefix = f"precision/{first.label}/{dtype}"
-                report(measure.train(prefix, config))
-                for b in sorted({1, batch}):
-                    report(measure.inference(f"{prefix}/act_b={b}", config, b, ("p50",)))
-            for quantity in ("sps", f"act_b={batch}/p50"):
-                bf16 = median_of(f"precision/{first.label}/bfloat16/{quantity}")
-                f32 = median_of(f"precision/{first.label}/float32/{quantity}")
-                outcome.ratios[f"precision/{first.label}/{quantity} bfloat16/float32"] = bf16 / f32
-        elif section == "selfplay":
-            num_envs = plan.train_envs or load_config(REPO / SELFPLAY_CONFIG).env.num_envs
-            extra = [f"env.num_envs={num_envs}", *profile.train_overrides]
-
-            # The league with and without exploiters, timed in turns (their ratio is a target).
-            runs = [
-                _selfplay_run("league", SELFPLAY_CONFIG, -1, extra),
-                _selfplay_run("league_exploiters", SELFPLAY_CONFIG, -1, [*extra, *plan.exploiters]),
-            ]
-            if plan.league_variant:  # --league-variant: a change's cost, timed in the same turns
-                variant = [*extra, *plan.league_variant]
-                runs.append(_selfplay_run("league_variant", SELFPLAY_CONFIG, -1, variant))
-            report(alternating_train_figures(runs, profile))
-            for label, path, stage in (
-                ("rule_stage", SELFPLAY_CONFIG, -2),
-                ("curriculum_3v3", CURRICULUM_CONFIG, -1),
-            ):
-                prefix, config, prepare = _selfplay_run(label, path, stage, extra)
-                report(train_figures(prefix, config, profile, prepare))
-            league = median_of("selfplay/league/sps")
-            for other in ("rule_stage", "curriculum_3v3"):
-                ratio = league / median_of(f"selfplay/{other}/sps")
-                outcome.ratios[f"selfplay/league/sps over {other}"] = ratio
-            for prefix, _, _ in runs[1:]:  # the exploiters, and the --league-variant if given
-                ratio = median_of(f"{prefix}/sps") / league
-                outcome.ratios[f"{prefix}/sps over league"] = ratio
-        elif section == "scale":
-            for seeds in (1, SCALE_SEEDS):
-                log(f"[scale] {first.label}: train.num_seeds={seeds}, vmapped")
-                config = first.load([*train_extra, f"train.num_seeds={seeds}"])
-                report(measure.train(f"scale/{first.label}/seeds={seeds}", config))
-            ratio = median_of(f"scale/{first.label}/seeds={SCALE_SEEDS}/sps") / median_of(
-                f"scale/{first.label}/seeds=1/sps"
-            )
-            outcome.ratios[f"scale/{first.label}/sps seeds={SCALE_SEEDS}/seeds=1"] = ratio
-            num_envs = plan.train_envs or SCALE_DEVICE_ENVS
-            log(f"[scale] {first.label}: {num_envs} envs on 1 device and sharded, in children")
-            new, note = scale_figures(first, num_envs, profile)
-            report(new)
-            outcome.notes.append(note)
-            if new:
-                many = new[-1].name.split("/")[2]
-                ratio = median_of(f"scale/{first.label}/{many}/sps") / median_of(
-                    f"scale/{first.label}/devices=1/sps"
-                )
-                outcome.ratios[f"scale/{first.label}/sps {many}/devices=1"] = ratio
-        elif section == "device":
-            for spec in plan.specs:
-                log(f"[device] {spec.label}")
-                new, note = device_figures(f"device/{spec.label}", spec.load(train_extra), profile)
-                report(new)
-                if note:
-                    outcome.notes.append(f"device {spec.label}: {note}")
-        elif section == "host":
-            from bench import host_throughput  # noqa: PLC0415 - needs gymnasium/envpool
-
-            results = host_throughput.run(profile.name == "tiny", plan.peer_python)
-            outcome.notes.append(host_throughput.report(results))
-            outcome.ratios.update(host_throughput.ratios(results))
-        outcome.section_wall_s[section] = time.perf_counter() - start
-        log(f"[{section}] {outcome.section_wall_s[section]:.1f} s")
-    return figures, outcome
+        SECTION_RUNS[section](plan, measure, out)
+        out.outcome.section_wall_s[section] = time.perf_counter() - start
+        log(f"[{section}] {out.outcome.section_wall_s[section]:.1f} s")
+    return out.figures, out.outcome
 
 
 # ---- output -------------------------------------------------------------------------------
@@ -404,6 +465,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="jaxrl throughput, latency and memory benchmarks (figures: median over "
         "repeats with min-max spread; compile time reported separately).",
     )
+    _add_env_arguments(p)
+    _add_train_arguments(p)
+    _add_output_arguments(p)
+    return p
+
+
+def _add_env_arguments(p: argparse.ArgumentParser) -> None:
+    """The sections, the profile and the env benchmark's options."""
     p.add_argument(
         "--only",
         default=",".join(DEFAULT_SECTIONS),
@@ -425,6 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--num-envs", type=_positive_ints, help="env benchmark: env counts, e.g. 1,64,1024"
     )
+
+
+def _add_train_arguments(p: argparse.ArgumentParser) -> None:
+    """The configs of the train sections and what is timed beside them."""
     p.add_argument(
         "--config",
         action="append",
@@ -466,6 +539,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run bench.reference_ppo (PureJaxRL-style, in a fresh process) with the same "
         "hyperparameters, as shipped and with jaxrl's CPU PRNG lowering, and print the ratios",
     )
+
+
+def _add_output_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the figures go, the host section's peer, and the comparison with old figures."""
     p.add_argument("--json", metavar="FILE", help="write {meta, results} as JSON")
     p.add_argument("--peer-python", help="host section: python of CleanRL's venv (the peer)")
     p.add_argument(
@@ -479,7 +556,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NEW.json",
         help="take the new figures from this file instead of running (for --compare)",
     )
-    return p
 
 
 def _exploiter_overrides(text: str) -> tuple[str, ...]:
@@ -504,44 +580,63 @@ def _resolve_config(path: str) -> str:
     return str(candidate)
 
 
-def make_plan(args: argparse.Namespace) -> Plan:
-    """Resolve and validate the command line; raise :class:`UsageError` on bad input."""
-    chosen = [s.strip() for s in args.only.split(",") if s.strip()]
+def _sections(only: str) -> tuple[str, ...]:
+    """``--only``'s sections, in the canonical order."""
+    chosen = [s.strip() for s in only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]
     sections = tuple(s for s in SECTIONS if s in chosen)  # always in the canonical order
     if unknown or not sections:
         raise UsageError(
-            f"--only: unknown sub-benchmark {(unknown or [args.only])[0]!r} "
+            f"--only: unknown sub-benchmark {(unknown or [only])[0]!r} "
             f"(choose from {', '.join(SECTIONS)})"
         )
-    profile = PROFILES["tiny" if args.tiny else "full" if args.full else "default"]
-    if args.repeats:
-        profile = dataclasses.replace(profile, repeats=args.repeats)
-    if not envs.is_known(args.env):
-        raise UsageError(f"--env: unknown environment {args.env!r}")
+    return sections
+
+
+def _env_kwargs(env: str, env_param: Sequence[str]) -> dict[str, Any]:
+    """``--env-param``'s overrides of ``--env``'s ``EnvParams``, checked by making the env."""
+    if not envs.is_known(env):
+        raise UsageError(f"--env: unknown environment {env!r}")
     try:
         # reward.touch=0.1 -> {"reward": {"touch": 0.1}} (struct fields take mappings)
-        env_kwargs: dict[str, Any] = envs.nest_dotted(parse_overrides(args.env_param))
-        envs.make(args.env, **env_kwargs)
+        env_kwargs: dict[str, Any] = envs.nest_dotted(parse_overrides(env_param))
+        envs.make(env, **env_kwargs)
     except (ConfigError, ValueError, TypeError) as err:
         raise UsageError(f"--env-param: {err}") from None
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        raise UsageError(f"--json: directory of {args.json} does not exist")
+    return env_kwargs
 
-    overrides = tuple(args.set) + profile.train_overrides
-    if args.config:
-        paths = [_resolve_config(p) for p in args.config]
+
+def _config_specs(configs: Sequence[str] | None, overrides: tuple[str, ...], recurrent: bool):
+    """The train sections' configs: ``--config``'s (labelled by file name), or the default
+    config and, if ``recurrent``, its GRU variant."""
+    if configs:
+        paths = [_resolve_config(p) for p in configs]
         specs = []
         for path in paths:
             label = Path(path).stem
             while label in [s.label for s in specs]:
                 label += "'"
             specs.append(ConfigSpec(label, path, overrides))
-    else:
-        path = _resolve_config(DEFAULT_CONFIG)
-        specs = [ConfigSpec("cartpole", path, overrides)]
-        if profile.recurrent:
-            specs.append(ConfigSpec("recurrent", path, RECURRENT_OVERRIDES + overrides))
+        return specs
+    path = _resolve_config(DEFAULT_CONFIG)
+    specs = [ConfigSpec("cartpole", path, overrides)]
+    if recurrent:
+        specs.append(ConfigSpec("recurrent", path, RECURRENT_OVERRIDES + overrides))
+    return specs
+
+
+def make_plan(args: argparse.Namespace) -> Plan:
+    """Resolve and validate the command line; raise :class:`UsageError` on bad input."""
+    sections = _sections(args.only)
+    profile = PROFILES["tiny" if args.tiny else "full" if args.full else "default"]
+    if args.repeats:
+        profile = dataclasses.replace(profile, repeats=args.repeats)
+    env_kwargs = _env_kwargs(args.env, args.env_param)
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise UsageError(f"--json: directory of {args.json} does not exist")
+
+    overrides = tuple(args.set) + profile.train_overrides
+    specs = _config_specs(args.config, overrides, profile.recurrent)
     train_extra = [f"env.num_envs={args.train_envs}"] if args.train_envs else []
     if args.league_variant:
         try:

@@ -14,7 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from bench.figures import (
+from jaxrl.config import Config
+from jaxrl.core.types import RunnerState
+from jaxrl.run.setup import Setup, make_setup
+from jaxrl.run.train_step import init_run, make_train_step, restart_matches
+
+from .figures import (
     PROFILES,
     ConfigSpec,
     Figure,
@@ -25,10 +30,6 @@ from bench.figures import (
     run_child,
     time_calls,
 )
-from jaxrl.config import Config
-from jaxrl.core.types import RunnerState
-from jaxrl.run.setup import Setup, make_setup
-from jaxrl.run.train_step import init_run, make_train_step, restart_matches
 
 
 @dataclasses.dataclass
@@ -169,7 +170,7 @@ def reference_figures(
     assert kwargs is not None
     runs = [
         run_child(
-            "bench.train_bench.reference_child",
+            f"{__name__}.reference_child",
             {"seed": config.seed, "kwargs": kwargs, "fast_prng": fast_prng},
         )
         for _ in range(profile.reference_repeats)
@@ -182,7 +183,7 @@ def reference_figures(
 
 def reference_child() -> None:
     """Child process entry: one ``run_reference``; ``sys.argv[1]`` is its JSON spec."""
-    from bench.reference_ppo import run_reference
+    from .reference_ppo import run_reference
 
     spec = json.loads(sys.argv[1])
     if spec["fast_prng"]:
@@ -227,7 +228,7 @@ def scale_figures(spec: ConfigSpec, num_envs: int, profile: Profile) -> tuple[li
             "profile": profile.name,
         }
         extra = {"JAX_NUM_CPU_DEVICES": str(devices)} if platform == "cpu" else {}
-        result = run_child("bench.train_bench.scale_child", child, extra)
+        result = run_child(f"{__name__}.scale_child", child, extra)
         for f in result["figures"]:
             f["name"] = f"scale/{spec.label}/devices={devices}" + f["name"]
             figures.append(Figure(**{**f, "samples": tuple(f["samples"])}))

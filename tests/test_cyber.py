@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import envs
-from bench import cyber_fidelity
+from bench.research import cyber_fidelity
 from envs.cyber import blue, red
 from envs.cyber import env as cage
 from envs.cyber import tables as tb
@@ -1005,8 +1005,9 @@ def test_fidelity_sleep_rows_and_tolerance():
 
 
 def test_blind_mixes_agree_with_the_peer():
-    # bench/cyber_peer.py draws the same mixes in CybORG (it imports CybORG only when it runs).
-    from bench import cyber_peer
+    # bench/research/cyber_peer.py draws the same mixes in CybORG (it imports CybORG only when it
+    # runs).
+    from bench.research import cyber_peer
 
     assert cyber_peer.KINDS == blue.KINDS
     assert cyber_peer.KIND_SIZES == tuple(int(n) for n in blue.KIND_SIZES)
@@ -1057,7 +1058,7 @@ def test_cyborg_reference_json_holds_every_gated_cell():
 
 def test_fidelity_blind_mixes_match_cyborg_at_a_small_count():
     # CI's gate on the blind-mix cells: 128 episodes a cell, one compile for every mix, Red
-    # and bug setting, against the CybORG references in bench/cage2_cyborg_reference.json.
+    # and bug setting, against the CybORG references in bench/research/cage2_cyborg_reference.json.
     # At this count our standard error dominates, so the gate is 3 combined SE or 5%; the
     # full-count table (docs/results/log.md) holds them to 1.96 SE or 5%.
     rows = cyber_fidelity.run(128, seed=0, blues=cyber_fidelity.MIX_BLUES)
@@ -1115,7 +1116,7 @@ def test_blue_table_matches_cyborg_under_blind_mixes():
     # Scores can agree while the table a policy reads does not (a failed brute force on the
     # Defender scored the same and showed nothing here): how often each host's row shows each
     # state, 128 of our episodes (the compiled player of the test above) against 150 of
-    # CybORG's (bench/cage2_cyborg_table_reference.json), within 4 combined SE or 0.02.
+    # CybORG's (bench/research/cage2_cyborg_table_reference.json), within 4 combined SE or 0.02.
     rows = cyber_fidelity.table_fidelity(128, seed=0)
     assert [(r["bugs"], r["red"], r["blue"]) for r in rows] == [
         ("2.1", "B_line", "random"),
@@ -1132,7 +1133,7 @@ def test_blue_table_matches_cyborg_under_blind_mixes():
 
 
 def test_table_rates_of_a_hand_built_table():
-    from bench.cyber_peer import table_rates
+    from bench.research.cyber_peer import table_rates
 
     tables = np.zeros((2, 4, 52), np.int8)
     tables[0, :2, 0:2] = (1, 1)  # Defender: Exploit in 2 of episode 0's 4 steps
@@ -1320,8 +1321,9 @@ def test_hop_guard_opens_on_user2_then_guards_the_hop_it_reads():
 
 
 def test_hop_guard_agrees_with_the_peer_step_by_step():
-    # bench/cyber_peer.py's HopGuardBlue plays hop_guard in real CybORG from the same table.
-    from bench import cyber_peer
+    # bench/research/cyber_peer.py's HopGuardBlue plays hop_guard in real CybORG from the same
+    # table.
+    from bench.research import cyber_peer
 
     for red_agent in (1, 2):  # B_line, Meander
         obs, actions = _hop_guard_record(red_agent, 24)

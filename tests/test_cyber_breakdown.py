@@ -1,4 +1,4 @@
-"""bench.cyber_breakdown: one evaluation cell of a CAGE2 defender, broken down."""
+"""bench.research.cyber_breakdown: one evaluation cell of a CAGE2 defender, broken down."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from bench import cyber_breakdown as cb
-from bench import cyber_trace
+from bench.research import cyber_breakdown as cb
+from bench.research import cyber_trace
 from envs.cyber import red
 from envs.cyber import tables as tb
 from jaxrl.commands.train import train

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bench import cyber_export
-from bench.cyber_peer import PairBlue, PolicyBlue, make_blue
+from bench.research.cyber_peer import PairBlue, PolicyBlue, make_blue
 from envs.cyber import env as cage
 from envs.cyber import fingerprint, red
 from envs.cyber import tables as tb

@@ -1,11 +1,11 @@
-"""bench.cyber_oracle: the full-state B_line yardstick's rules, by hand, and its play."""
+"""bench.research.cyber_oracle: the full-state B_line yardstick's rules, by hand, and its play."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 import envs
-from bench import cyber_oracle
+from bench.research import cyber_oracle
 from envs.cyber import env as cage
 from envs.cyber import red
 from envs.cyber import tables as tb

@@ -1,4 +1,4 @@
-"""bench.cyber_trace: where a CybORG trace and a jaxrl trace part, step by step."""
+"""bench.research.cyber_trace: where a CybORG trace and a jaxrl trace part, step by step."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from bench import cyber_peer, cyber_trace
+from bench.research import cyber_peer, cyber_trace
 from envs.cyber import red
 from envs.cyber import tables as tb
 

@@ -1,5 +1,6 @@
-"""No function in ``jaxrl/`` or ``envs/`` runs past 60 lines, but for the named exceptions
-(``docs/developer.md`` says why each is one): a longer function is usually several ideas."""
+"""No function in ``jaxrl/``, ``envs/`` or ``bench/`` runs past 60 lines, but for the named
+exceptions (``docs/developer.md`` says why each is one): a longer function is usually several
+ideas."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 60
+PACKAGES = ("jaxrl", "envs", "bench")
 
 # "path:function": the physics and rules that one function states in order, where a split
 # would scatter one step's update over several places (docs/developer.md).
@@ -21,9 +23,10 @@ EXCEPTIONS = {
 
 def long_functions(root: Path, limit: int = LIMIT) -> dict[str, int]:
     """``{"path:function": lines}`` of every function longer than ``limit`` lines (its
-    decorators excluded, its docstring included) under ``jaxrl/`` and ``envs/``."""
+    decorators excluded, its docstring included) under ``jaxrl/``, ``envs/`` and ``bench/``
+    (``bench/research/`` included)."""
     found = {}
-    for package in ("jaxrl", "envs"):
+    for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -34,11 +37,21 @@ def long_functions(root: Path, limit: int = LIMIT) -> dict[str, int]:
 
 
 def test_the_check_counts_lines(tmp_path):
-    (tmp_path / "jaxrl").mkdir()
-    (tmp_path / "envs").mkdir()
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
     body = "".join(f"    x{i} = {i}\n" for i in range(LIMIT))
     (tmp_path / "jaxrl" / "a.py").write_text(f"def long():\n{body}\n\ndef short():\n    pass\n")
     assert long_functions(tmp_path) == {"jaxrl/a.py:long": LIMIT + 1}
+
+
+def test_the_check_covers_bench_and_its_research_folder(tmp_path):
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+    (tmp_path / "bench" / "research").mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(LIMIT - 1))  # LIMIT lines with the def
+    (tmp_path / "bench" / "a.py").write_text(f"def at_limit():\n{body}")
+    (tmp_path / "bench" / "research" / "b.py").write_text(f"def over():\n{body}    x = 0\n")
+    assert long_functions(tmp_path) == {"bench/research/b.py:over": LIMIT + 1}
 
 
 def test_only_the_named_exceptions_run_past_60_lines():

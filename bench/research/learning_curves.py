@@ -1,6 +1,7 @@
 """Learning curves of jaxrl and the PureJaxRL-style reference, same hyperparameters and seeds.
 
-``python -m bench.learning_curves [--envs 4] [--steps 500000] [--seeds 0,1,2] [--chunk 64]``
+``python -m bench.research.learning_curves [--envs 4] [--steps 500000] [--seeds 0,1,2]
+[--chunk 64]``
 
 Trains ``configs/cartpole.yaml`` (with ``env.num_envs`` and ``train.total_steps`` set) with
 ``jaxrl.commands.train.train`` and with ``bench.reference_ppo`` for each seed. It prints, per
@@ -20,9 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.reference_ppo import time_reference
 from jaxrl.commands.train import train
 from jaxrl.config import load_config
+
+from ..reference_ppo import time_reference
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "configs" / "cartpole.yaml"

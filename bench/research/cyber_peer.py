@@ -10,7 +10,8 @@ Runs in its own environment, never in jaxrl's (CybORG pins old gym/numpy APIs)::
     # CybORG++'s debugged CybORG (alan-turing-institute/CAGE_2_Fixed @ f70ca2d)
     git -C <mirror of CAGE_2_Fixed> archive HEAD Debugged_CybORG | tar -x -C /work/venvs/src
     cd /work/venvs/src21/CybORG && PYTHONPATH=. /work/venvs/cage/bin/python \\
-        /work/main/bench/cyber_peer.py --red B_line --blue react_restore --episodes 500 --tag 2.1
+        /work/main/bench/research/cyber_peer.py --red B_line --blue react_restore \\
+        --episodes 500 --tag 2.1
 
 Each call builds one CybORG (Scenario2, GreenAgent asleep, the Red agent's own class) behind
 the ``ChallengeWrapper`` and plays ``--episodes`` episodes of 100 steps in it, as CybORG's
@@ -29,11 +30,12 @@ Blind Blues, which never read the table (``MIXES``: the chance of each action ki
 and decoy type then uniform, drawn from their own ``numpy`` generator seeded ``--seed``; jaxrl's
 ``envs.cyber.blue`` draws the same distribution): ``random`` is uniform over the 145 actions,
 ``remove_mix`` mostly Removes, ``decoy_mix`` mostly decoys; both restore rarely, so Red gets far.
-Every reference (``bench/cage2_cyborg_reference.json``, read by ``bench.cyber_fidelity``) was
-run as, e.g.::
+Every reference (``bench/research/cage2_cyborg_reference.json``, read by
+``bench.research.cyber_fidelity``) was run as, e.g.::
 
     cd /work/venvs/src/Debugged_CybORG/CybORG && PYTHONPATH=. /work/venvs/cage/bin/python \
-        /work/main/bench/cyber_peer.py --red Meander --blue decoy_mix --episodes 200 --tag fixed
+        /work/main/bench/research/cyber_peer.py --red Meander --blue decoy_mix \
+        --episodes 200 --tag fixed
 
 ``--blue policy --policy D.npz`` plays a trained defender (``bench.cyber_export``'s ``.npz``,
 :class:`PolicyBlue`); with ``--meander-policy M.npz`` as well, one defender per Red behind the
@@ -41,8 +43,8 @@ Red fingerprint (:class:`PairBlue`, as ``bench.cyber_defender --b-line-run B --m
 
 ``--trace FILE.npz`` also records every step of every episode (``TRACE_FIELDS``: the reward,
 Blue's action and table, Red's action, exploit, success and B_line stage, and Red's hold on
-each host); ``python -m bench.cyber_breakdown --trace`` writes the same for jaxrl's CAGE2 and
-``python -m bench.cyber_trace`` finds where the two part.
+each host); ``python -m bench.research.cyber_breakdown --trace`` writes the same for jaxrl's
+CAGE2 and ``python -m bench.research.cyber_trace`` finds where the two part.
 
 CybORG is imported inside :func:`run` only, so jaxrl's tests can read ``MIXES`` without it.
 """
@@ -356,7 +358,7 @@ class PairBlue:
         return played
 
 
-# ---- per-step traces (--trace; compared with jaxrl's by bench.cyber_trace) ------------------
+# ---- per-step traces (--trace; compared with jaxrl's by bench.research.cyber_trace) ---------
 
 # envs.cyber.tables' HOSTS, SUBNETS and EXPLOITS, and envs.cyber.red's RED_* kinds, in order.
 HOSTS = ("Defender", "Enterprise0", "Enterprise1", "Enterprise2", "Op_Host0", "Op_Host1",
@@ -546,7 +548,7 @@ def main() -> None:
         help="--blue policy: the Meander defender's .npz; --policy then plays B_line (PairBlue)",
     )
     parser.add_argument(
-        "--trace", help="also write every step's record to this .npz (bench.cyber_trace)"
+        "--trace", help="also write every step's record to this .npz (bench.research.cyber_trace)"
     )
     parser.add_argument(
         "--fix-bugs", action="store_true", help="--blue policy: its decoy macro's bug setting"

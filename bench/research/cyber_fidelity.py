@@ -1,6 +1,7 @@
 """CAGE2 fidelity table: scripted Blue baselines vs each Red agent, next to real CybORG's scores.
 
-    python -m bench.cyber_fidelity [--episodes N] [--json FILE] [--seed S] [--blues B,...] [--table]
+    python -m bench.research.cyber_fidelity [--episodes N] [--json FILE] [--seed S]
+        [--blues B,...] [--table]
 
 Blues: the scripted baselines (``sleep``, ``react_restore``, ``react_decoy``; ``hop_guard``, a
 table-reading B_line guard that restores the Enterprise host B_line hops through and keeps its
@@ -12,9 +13,9 @@ Each (Red, Blue) pair plays ``N`` vmapped episodes of 100 steps, once with CybOR
 episodes' returns after 30 and 50 steps (nothing in CAGE-2 depends on the episode length, so a
 prefix of a 100-step episode is a 30-step episode). Prints mean +- standard error next to:
 
-- ``cyborg``: the same Blues run in real CybORG by ``bench/cyber_peer.py``, committed in
-  ``bench/cage2_cyborg_reference.json`` with each cell's episode count and seeds (500 episodes
-  a scripted cell, seed 7; 200-800 a mix cell): CybORG 2.1 as released
+- ``cyborg``: the same Blues run in real CybORG by ``bench/research/cyber_peer.py``, committed
+  in ``bench/research/cage2_cyborg_reference.json`` with each cell's episode count and seeds
+  (500 episodes a scripted cell, seed 7; 200-800 a mix cell): CybORG 2.1 as released
   (cage-challenge/cage-challenge-2 @ 26ce1c1) for ``2.1``, CybORG++'s ``Debugged_CybORG``
   (alan-turing-institute/CAGE_2_Fixed @ f70ca2d) for ``fixed``; and 0 for a Blue that never
   restores against a sleeping Red. These gate the exit.
@@ -31,16 +32,17 @@ and the reference's: ``max(3 * SE, 3% of the reference)`` for the scripted Blues
 episodes a cell (``MIX_REFERENCE``; hop_guard's 500, 1000 against B_line in 2.1);
 a mix against a sleeping Red is held to 3 SE of the exact mean of its restore costs.
 
-``--policies`` also plays trained defenders (``bench/cage2_defenders/NAME.npz``, written by
-``bench.cyber_export``) through ``bench.cyber_peer.PolicyBlue``, the same numpy player that
+``--policies`` also plays trained defenders (``bench/research/cage2_defenders/NAME.npz``, written by
+``bench.cyber_export``) through ``bench.research.cyber_peer.PolicyBlue``, the same numpy player that
 ``cyber_peer.py --blue policy`` runs in real CybORG, against the CybORG scores committed in
-``bench/cage2_cyborg_policy_reference.json`` (:func:`policy_fidelity`; 95% interval or 5%). A
-trained defender finds what no scripted or blind Blue exercises: the first such check found
+``bench/research/cage2_cyborg_policy_reference.json`` (:func:`policy_fidelity`; 95% interval or
+5%). A trained defender finds what no scripted or blind Blue exercises: the first such check found
 one (a decoy hit where Blue placed a decoy in the same step reads as an Exploit).
 
 ``--table`` also compares Blue's table (:func:`table_fidelity`): how often each host's row shows
 Scan, Exploit, Unknown, User or Privileged under three blind mixes, against real CybORG's
-(``bench/cyber_peer.py --table``, committed in ``bench/cage2_cyborg_table_reference.json``).
+(``bench/research/cyber_peer.py --table``, committed in
+``bench/research/cage2_cyborg_table_reference.json``).
 """
 
 from __future__ import annotations
@@ -59,14 +61,15 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from bench.cyber_peer import (  # numpy only (CybORG: inside its run())
+from envs.cyber import blue as blue_policies
+from envs.cyber import red as red_agents
+from envs.cyber import tables as tb
+
+from .cyber_peer import (  # numpy only (CybORG: inside its run())
     TABLE_STATES,
     PolicyBlue,
     table_rates,
 )
-from envs.cyber import blue as blue_policies
-from envs.cyber import red as red_agents
-from envs.cyber import tables as tb
 
 LENGTHS = (30, 50, 100)
 REDS = ("B_line", "Meander", "Sleep")
@@ -80,9 +83,9 @@ ANY_BLUES = MIX_BLUES + ("hop_guard",)
 
 BUGS = {"2.1": False, "fixed": True}  # label -> EnvParams.fix_bugs
 
-# Real CybORG's scores (bench/cyber_peer.py), committed as JSON so that CI, which has no CybORG,
-# gates against them: one cell per (bugs, Red, Blue, length) with its mean, standard error,
-# episode count and peer seeds (500 episodes at seed 7 for the scripted Blues; 500 for
+# Real CybORG's scores (bench/research/cyber_peer.py), committed as JSON so that CI, which has
+# no CybORG, gates against them: one cell per (bugs, Red, Blue, length) with its mean, standard
+# error, episode count and peer seeds (500 episodes at seed 7 for the scripted Blues; 500 for
 # B_line/random, 800 for Meander/random (300 at seed 7 pooled with 500 at seed 8: -164.4 and
 # -169.6 at 50 steps in 2.1) and 200 for the remove_mix and decoy_mix cells).
 REFERENCE_JSON = Path(__file__).with_name("cage2_cyborg_reference.json")
@@ -106,8 +109,8 @@ for _bugs in BUGS:  # a Blue that never restores scores 0 against a sleeping Red
         for _length in LENGTHS:
             REFERENCE[(_bugs, "Sleep", _blue, _length)] = (0.0, 0.0)
 
-# The blind mixes (bench/cyber_peer.py --blue random|remove_mix|decoy_mix) against B_line and
-# Meander, from the JSON; against a sleeping Red, the exact mean of their restore costs.
+# The blind mixes (bench/research/cyber_peer.py --blue random|remove_mix|decoy_mix) against
+# B_line and Meander, from the JSON; against a sleeping Red, the exact mean of their restore costs.
 MIX_REFERENCE: dict[Cell, tuple[float, float]] = {
     cell: value for cell, value in _CYBORG.items() if cell[2] in MIX_BLUES
 }
@@ -240,8 +243,8 @@ def run(num_episodes: int, seed: int, blues: tuple[str, ...] = BLUES) -> list[di
     return rows
 
 
-# Blue's table in real CybORG under three blind mixes (bench/cyber_peer.py --table): how often
-# each host's row shows each state. Scores can agree while the table a policy reads does not.
+# Blue's table in real CybORG under three blind mixes (bench/research/cyber_peer.py --table): how
+# often each host's row shows each state. Scores can agree while the table a policy reads does not.
 TABLE_REFERENCE_JSON = Path(__file__).with_name("cage2_cyborg_table_reference.json")
 
 
@@ -271,8 +274,8 @@ def table_fidelity(num_episodes: int, seed: int) -> list[dict]:
     return rows
 
 
-# Trained defenders in real CybORG (bench/cyber_peer.py --blue policy), one cell per (bugs,
-# Red, defender, length); the defenders' weights are bench/cage2_defenders/NAME.npz.
+# Trained defenders in real CybORG (bench/research/cyber_peer.py --blue policy), one cell per (bugs,
+# Red, defender, length); the defenders' weights are bench/research/cage2_defenders/NAME.npz.
 POLICY_REFERENCE_JSON = Path(__file__).with_name("cage2_cyborg_policy_reference.json")
 DEFENDERS_DIR = Path(__file__).with_name("cage2_defenders")
 
@@ -281,7 +284,7 @@ def policy_returns(path: Path, red_name: str, num_episodes: int, seed: int, fix_
     """A defender's returns after 30, 50 and 100 steps in jaxrl's CAGE2, float64 [3, N].
 
     ``num_episodes`` vmapped envs step together (CybORG's actions, the table observation);
-    one :class:`bench.cyber_peer.PolicyBlue` per episode reads each env's table and whether
+    one :class:`bench.research.cyber_peer.PolicyBlue` per episode reads each env's table and whether
     its last Decoy placed a decoy (CybORG's success flag), as it does in CybORG.
     """
     env, step = _cage2_and_step()
@@ -410,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         failed += [r for r in table_rows if not r["ok"]]
     if args.policies:
         policy_rows = policy_fidelity(args.episodes, args.seed)
-        print("\ntrained defenders (bench/cage2_defenders), max(1.96 SE, 5%):")
+        print("\ntrained defenders (bench/research/cage2_defenders), max(1.96 SE, 5%):")
         print(format_table(policy_rows))
         failed += [r for r in policy_rows if not r["ok"]]
         rows += policy_rows

@@ -3,7 +3,7 @@
 # under one deadline (BUDGET seconds, default 570), each step under its own timeout:
 #   1. the soccer league, configs/soccer_selfplay.yaml at 4096 envs for LEAGUE_STEPS env steps,
 #      alone on the card (SIGINT at LEAGUE_S seconds saves the chunk in flight): issue 19's
-#      "one GPU, at most 5 minutes of training"; its TensorBoard figures (bench.run_report);
+#      "one GPU, at most 5 minutes of training"; its TensorBoard figures (bench.research.run_report);
 #   2. its last checkpoint against the RulePolicy: jaxrl.commands.tournament, 512 matches a team size
 #      (Elo and win/draw/loss);
 #   3. exploitability: jaxrl.commands.exploit, a best response from the agent's own weights for
@@ -20,13 +20,13 @@
 # The league's run (events, config, checkpoints) comes back as league_run.tgz.aa, .ab, ...
 #
 # Layout, from the project root (git-ignored): .proj/ = `git archive HEAD` (committed code only),
-# .whl/ = py3.12 wheels the GPU image lacks (../shared/tools/device-prep.sh or bench/gpu_prep.sh).
+# .whl/ = py3.12 wheels the GPU image lacks (../shared/tools/device-prep.sh or bench/research/gpu_prep.sh).
 # The device call: carry [".proj", ".whl"], command
-#   OUT=$OUT BUDGET=570 bash .proj/bench/gpu_league_pbt.sh
+#   OUT=$OUT BUDGET=570 bash .proj/bench/research/gpu_league_pbt.sh
 # LEAGUE_ARGS='network.hidden_sizes=[256,256]' before it trains the league with the wider torsos
 # (docs/results/soccer.md, "Levers tried": ahead per env step on the CPU early, behind per hour).
 # CPU dry run of the plumbing (tiny sizes, no wheels installed):
-#   TINY=1 BUDGET=1500 PY=$PWD/.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/gpu_league_pbt.sh
+#   TINY=1 BUDGET=1500 PY=$PWD/.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/research/gpu_league_pbt.sh
 set -u
 TINY=${TINY:-0}
 PY=${PY:-python3}
@@ -73,7 +73,7 @@ step "soccer league, $ENVS envs, $LEAGUE_STEPS steps, at most ${LEAGUE_S}s"
 # shellcheck disable=SC2086  # LEAGUE_ARGS: config overrides, split on spaces
 run "$LEAGUE_S" $PY -m jaxrl.train --config configs/soccer_selfplay.yaml env.num_envs=$ENVS \
   train.total_steps=$LEAGUE_STEPS --run-dir "$runs/league" --quiet $LEAGUE_ARGS >> "$log" 2>&1
-$PY -m bench.run_report --run-dir "$runs/league" --json "$OUT/league_report.json" >> "$log" 2>&1
+$PY -m bench.research.run_report --run-dir "$runs/league" --json "$OUT/league_report.json" >> "$log" 2>&1
 
 # 1b. The population league, alone on the card (POP_S > 0)
 if [ "$POP_S" -gt 0 ]; then
@@ -121,7 +121,7 @@ for d in "$runs"/pbt_s* "$runs"/grid_s*; do
   name=$(basename "$d")
   step "evaluate $name"
   member=$(ls -d "$d"/*seed* | head -1)  # one member's events: speed and win rate in training
-  $PY -m bench.run_report --run-dir "$member" --tags perf/sps,rollout/outcome/win \
+  $PY -m bench.research.run_report --run-dir "$member" --tags perf/sps,rollout/outcome/win \
     --json "$OUT/report_$name.json" >> "$log" 2>&1
   run 120 $PY -m jaxrl.evaluate --run-dir "$d" --episodes $EPISODES --opponent rule --json \
     > "$OUT/eval_$name.json" 2>> "$log" &

@@ -1,6 +1,6 @@
 """What a Blue that sees CAGE2's true state scores against B_line: a yardstick for the B_line cells.
 
-    python -m bench.cyber_oracle [--episodes N] [--seed S] [--fix-bugs]
+    python -m bench.research.cyber_oracle [--episodes N] [--seed S] [--fix-bugs]
 
 The oracle reads :class:`envs.cyber.env.EnvState` (B_line's user host, Red's shells and whether
 each runs as root or hides from Remove), which no defender sees; it even knows B_line's user
@@ -31,10 +31,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import envs
-from bench.cyber_fidelity import LENGTHS, _cumulative
 from envs.cyber import blue, red
 from envs.cyber import env as cyber_env
 from envs.cyber import tables as tb
+
+from .cyber_fidelity import LENGTHS, _cumulative
 
 USERS = (tb.USER1, tb.USER2, tb.USER3, tb.USER4)
 

@@ -6,7 +6,7 @@ environment, e.g.::
 
     python3.11 -m venv /work/venvs/mettagrid
     /work/venvs/mettagrid/bin/pip install mettagrid==0.26.22
-    /work/venvs/mettagrid/bin/python bench/mettagrid_peer.py --steps 20000 --repeats 3
+    /work/venvs/mettagrid/bin/python bench/research/mettagrid_peer.py --steps 20000 --repeats 3
 
 What it runs. ``mettagrid`` 0.26 is a newer design than the classic arena that
 ``envs/grid`` ports (its ``builder.envs.make_arena`` keeps only walls and agents; converters

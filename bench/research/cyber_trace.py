@@ -1,10 +1,10 @@
 """Where two CAGE2 runs part, step by step: real CybORG's trace against jaxrl's.
 
-    python -m bench.cyber_trace CYBORG.npz JAXRL.npz [--z 4.5] [--top 20] [--json FILE]
+    python -m bench.research.cyber_trace CYBORG.npz JAXRL.npz [--z 4.5] [--top 20] [--json FILE]
 
-Both files are per-step traces in ``bench.cyber_peer.TRACE_FIELDS``'s format, one from
-``bench/cyber_peer.py --trace`` (a Blue in real CybORG), one from
-``python -m bench.cyber_breakdown --trace`` (the same Blue in jaxrl's CAGE2), each
+Both files are per-step traces in ``bench.research.cyber_peer.TRACE_FIELDS``'s format, one from
+``bench/research/cyber_peer.py --trace`` (a Blue in real CybORG), one from
+``python -m bench.research.cyber_breakdown --trace`` (the same Blue in jaxrl's CAGE2), each
 ``[episodes, steps]``. Every step's record is turned into series, per episode and step: the
 reward; Red's action (kind and target, and whether it succeeded), the exploit it chose, B_line's
 stage; Red's hold on each host (a shell, root/SYSTEM); Blue's action; each host's table row
@@ -31,7 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.cyber_peer import (
+from envs.cyber.tables import action_name
+
+from .cyber_peer import (
     EXPLOITS,
     HOSTS,
     RED_ACTIONS,
@@ -40,7 +42,6 @@ from bench.cyber_peer import (
     TRACE_FIELDS,
     table_states,
 )
-from envs.cyber.tables import action_name
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,13 +205,17 @@ def report(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bench.cyber_trace``."""
+    """Entry point of ``python -m bench.research.cyber_trace``."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.cyber_trace",
+        prog="python -m bench.research.cyber_trace",
         description="Where two CAGE2 traces (CybORG's, jaxrl's) part, step by step.",
     )
-    parser.add_argument("a", type=Path, help="the first trace (bench/cyber_peer.py --trace)")
-    parser.add_argument("b", type=Path, help="the second (python -m bench.cyber_breakdown --trace)")
+    parser.add_argument(
+        "a", type=Path, help="the first trace (bench/research/cyber_peer.py --trace)"
+    )
+    parser.add_argument(
+        "b", type=Path, help="the second (python -m bench.research.cyber_breakdown --trace)"
+    )
     parser.add_argument("--z", type=float, default=4.5, help="divergence threshold in SE")
     parser.add_argument("--top", type=int, default=20, help="rows in each largest-first list")
     parser.add_argument("--names", default="cyborg,jaxrl", help="labels of the two traces")

@@ -6,7 +6,7 @@ It needs PyTorch and Stable-Baselines3 in a *separate* environment, e.g.::
     python3.11 -m venv /tmp/sb3venv
     /tmp/sb3venv/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu
     /tmp/sb3venv/bin/pip install stable-baselines3 gymnasium
-    /tmp/sb3venv/bin/python bench/sb3_ppo.py --envs 8 --steps 100000
+    /tmp/sb3venv/bin/python bench/research/sb3_ppo.py --envs 8 --steps 100000
 
 It times ``model.learn(total_timesteps)`` (rollouts and updates; model construction is
 excluded) and prints one JSON line. By default the hyperparameters follow

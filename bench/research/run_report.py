@@ -1,11 +1,11 @@
 """Figures of a finished or interrupted run, read from its TensorBoard events, as one JSON line.
 
-``python -m bench.run_report --run-dir R [--tags perf/sps,selfplay/elo,...] [--json FILE]``
+``python -m bench.research.run_report --run-dir R [--tags perf/sps,selfplay/elo,...] [--json FILE]``
 
 For each tag: the number of points, the last value and its env step, the maximum, and the mean
 over the last quarter of the points. With a curriculum, ``perf/sps`` is also given for the
 chunks of the last stage reached (the league stage of ``configs/soccer_selfplay.yaml``).
-Used by ``bench/gpu_suite.sh`` after a run cut by SIGINT (which saves the chunk in flight).
+Used by ``bench/research/gpu_suite.sh`` after a run cut by SIGINT (which saves the chunk in flight).
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ def summarise(series: dict[str, list[tuple[int, float]]], tags) -> dict[str, Any
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.run_report", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.research.run_report", description=__doc__
+    )
     parser.add_argument("--run-dir", type=Path, required=True)
     parser.add_argument("--tags", default=",".join(DEFAULT_TAGS))
     parser.add_argument("--json", type=Path)

@@ -1,6 +1,6 @@
 """Where a CAGE2 defender loses its score: reward terms, hosts, and Blue's actions, per cell.
 
-    python -m bench.cyber_breakdown --run-dir DIR[,DIR...] [--red B_line] [--length 100]
+    python -m bench.research.cyber_breakdown --run-dir DIR[,DIR...] [--red B_line] [--length 100]
                                     [--episodes 500] [--seed 153] [--fix-bugs]
                                     [--opening A,B,...] [--restore-foothold STEP]
                                     [--stochastic] [--json FILE] [--trace FILE.npz]
@@ -22,8 +22,9 @@ setting; GreenAgent off) and reports, per episode on average:
 action is replaced by a Restore of the user host B_line drew for the episode (read from the
 env's state, which no defender sees), to ask what removing the foothold once would be worth.
 ``--trace`` also writes every step of every episode (Red's action and outcome, Red's hold per
-host, Blue's action, table and reward) in the format of ``bench/cyber_peer.py --trace``, which
-``bench.cyber_trace`` compares step by step.
+host, Blue's action, table and reward) in the format of
+``bench/research/cyber_peer.py --trace``, which ``bench.research.cyber_trace`` compares step by
+step.
 Deterministic (the mode of each action distribution) unless ``--stochastic``. Exits 0 with
 the report; 1 with one line on bad input (as ``bench.cyber_defender``, or an unknown Red, a
 length below 1, a ``--restore-foothold`` step outside the episode or against Meander).
@@ -37,13 +38,12 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bench.cyber_defender import REDS, load_defender, parse_opening, with_opening
-from bench.cyber_peer import TRACE_FIELDS
 from envs.cyber import blue as cyber_blue
 from envs.cyber import env as cyber_env
 from envs.cyber import red as cyber_red
@@ -53,6 +53,9 @@ from jaxrl.core.acting import PolicyParams, act
 from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import play_params
 from jaxrl.run.setup import Setup
+
+from ..cyber_defender import REDS, load_defender, parse_opening, with_opening
+from .cyber_peer import TRACE_FIELDS
 
 USER_HOSTS = (tb.USER1, tb.USER2, tb.USER3, tb.USER4)
 OPENING_STEPS = 4  # steps whose most frequent actions are reported
@@ -109,7 +112,7 @@ def play(
     """``length`` steps of ``episodes`` fresh episodes (no auto-reset). Returns per step
     ``[T, E]`` arrays: Blue's CybORG actions (a reduced set's expanded), rewards, reward
     terms, Red's access and the counted hosts, and under ``"trace"`` the fields of
-    ``bench.cyber_peer.TRACE_FIELDS`` (:func:`red_record`, Blue's table).
+    ``bench.research.cyber_peer.TRACE_FIELDS`` (:func:`red_record`, Blue's table).
     ``restore_foothold``: at that step Blue restores B_line's user host instead
     (:func:`foothold_restore`)."""
     env = cyber_env.Cage2()
@@ -166,7 +169,7 @@ def foothold_restore(user: jax.Array, action_set: str) -> jax.Array:
 
 def red_record(key: jax.Array, state: cyber_env.EnvState) -> dict[str, jax.Array]:
     """Red's action in the step ``Cage2.step_env(key, state, ...)`` plays, int32 scalars in
-    ``bench.cyber_peer``'s trace codes: ``red_kind``, ``red_target`` (-1 for Sleep),
+    ``bench.research.cyber_peer``'s trace codes: ``red_kind``, ``red_target`` (-1 for Sleep),
     ``red_exploit`` (the exploit chosen, -1 for none) and ``red_stage`` (B_line's, else -1).
 
     Red's choice reads only the state at the step's start and the step's draws (Blue's action
@@ -191,7 +194,7 @@ def access_levels(state: cyber_env.EnvState) -> jax.Array:
 
 
 def write_trace(path: str | Path, rec: dict) -> None:
-    """``play``'s ``"trace"`` (``[T, E]`` leaves) as a ``bench.cyber_peer`` trace ``.npz``."""
+    """``play``'s ``"trace"`` (``[T, E]`` leaves) as a ``cyber_peer`` trace ``.npz``."""
     arrays = {}
     for name, (dtype, _) in TRACE_FIELDS.items():
         arrays[name] = np.swapaxes(np.asarray(rec["trace"][name]), 0, 1).astype(dtype)
@@ -219,17 +222,7 @@ def breakdown(
         ``red``, ``length`` or ``episodes`` below 1, a ``restore_foothold`` outside the
         episode or against another Red.
     """
-    if red not in REDS:
-        raise ValueError(f"--red must be one of {sorted(REDS)}, got {red!r}")
-    if length < 1 or episodes < 1:
-        raise ValueError(f"--length and --episodes must be >= 1, got {length} and {episodes}")
-    if restore_foothold is not None:
-        if red != "B_line":
-            raise ValueError(f"--restore-foothold probes B_line's user host, not {red}'s")
-        if not 0 <= restore_foothold < length:
-            raise ValueError(
-                f"--restore-foothold needs a step in [0, {length}), got {restore_foothold}"
-            )
+    _check_cell(red, length, episodes, restore_foothold)
     setup, policy, _, label = load_defender(runs)
     if opening:
         setup, policy = with_opening(setup, policy, opening)
@@ -241,34 +234,6 @@ def breakdown(
         write_trace(trace, rec)
     returns = rec["reward"].astype(np.float64).sum(0)  # [E]
     action = rec["action"]  # [T, E]
-    hosts = tuple(
-        HostCost(
-            host=tb.HOSTS[h],
-            shell_steps=float(rec["shell"][:, :, h].sum(0).mean()),
-            counted_steps=float(rec["counted"][:, :, h].sum(0).mean()),
-            cost=float(rec["counted"][:, :, h].sum(0).mean() * tb.HOST_VALUE[h]),
-        )
-        for h in range(tb.NUM_HOSTS)
-        if rec["shell"][:, :, h].any()
-    )
-    kind = np.searchsorted(cyber_blue.KIND_FIRST, action, side="right") - 1  # [T, E]
-    kinds = {name: float((kind == k).sum(0).mean()) for k, name in enumerate(cyber_blue.KINDS)}
-    targets = {}
-    for name, first in (("analyse", tb.ANALYSE), ("remove", tb.REMOVE), ("restore", tb.RESTORE)):
-        counts = {
-            tb.HOSTS[h]: float((action == first + h).sum(0).mean()) for h in range(tb.NUM_HOSTS)
-        }
-        targets[name] = {host: n for host, n in counts.items() if n > 0}
-    foothold = rec["counted"][:, :, list(USER_HOSTS)].any(-1)  # [T, E]
-    held = foothold.any(0)
-    first_step = foothold.argmax(0)[held]
-    top_actions = []
-    for t in range(min(OPENING_STEPS, length)):
-        values, counts = np.unique(action[t], return_counts=True)
-        top = np.argsort(-counts)[:3]
-        top_actions.append(
-            tuple((tb.action_name(int(values[i])), float(counts[i] / episodes)) for i in top)
-        )
     return Breakdown(
         runs=label,
         red=red,
@@ -282,18 +247,87 @@ def breakdown(
         terms={
             name: float(np.asarray(v, np.float64).sum(0).mean()) for name, v in rec["terms"].items()
         },  # fmt: skip
-        hosts=hosts,
-        kinds=kinds,
-        targets=targets,
-        foothold_step=(
-            tuple(float(p) for p in np.percentile(first_step, [10, 50, 90])) if held.any() else None
-        ),
-        no_foothold=float(1.0 - held.mean()),
-        foothold_at_end=float(foothold[-1].mean()),
-        opening=tuple(top_actions),
+        hosts=_host_costs(rec),
+        kinds=_action_kinds(action),
+        targets=_action_targets(action),
+        **_foothold(rec),
+        opening=_top_actions(action, min(OPENING_STEPS, length), episodes),
         scripted=tuple(opening),
         restore_foothold=restore_foothold,
     )
+
+
+def _foothold(rec: dict) -> dict[str, Any]:
+    """``Breakdown``'s foothold fields: when Red first held a counted shell on a user host
+    (10th, 50th, 90th percentiles; None if never), how often never, and held at the end."""
+    foothold = rec["counted"][:, :, list(USER_HOSTS)].any(-1)  # [T, E]
+    held = foothold.any(0)
+    first_step = foothold.argmax(0)[held]
+    return {
+        "foothold_step": (
+            tuple(float(p) for p in np.percentile(first_step, [10, 50, 90])) if held.any() else None
+        ),
+        "no_foothold": float(1.0 - held.mean()),
+        "foothold_at_end": float(foothold[-1].mean()),
+    }
+
+
+def _check_cell(red: str, length: int, episodes: int, restore_foothold: int | None) -> None:
+    """Raise ``ValueError`` on a cell :func:`breakdown` cannot play (its one-line message)."""
+    if red not in REDS:
+        raise ValueError(f"--red must be one of {sorted(REDS)}, got {red!r}")
+    if length < 1 or episodes < 1:
+        raise ValueError(f"--length and --episodes must be >= 1, got {length} and {episodes}")
+    if restore_foothold is not None:
+        if red != "B_line":
+            raise ValueError(f"--restore-foothold probes B_line's user host, not {red}'s")
+        if not 0 <= restore_foothold < length:
+            raise ValueError(
+                f"--restore-foothold needs a step in [0, {length}), got {restore_foothold}"
+            )
+
+
+def _host_costs(rec: dict) -> tuple[HostCost, ...]:
+    """Per host Red ever held a shell on: the steps held, counted, and their cost (per episode)."""
+    return tuple(
+        HostCost(
+            host=tb.HOSTS[h],
+            shell_steps=float(rec["shell"][:, :, h].sum(0).mean()),
+            counted_steps=float(rec["counted"][:, :, h].sum(0).mean()),
+            cost=float(rec["counted"][:, :, h].sum(0).mean() * tb.HOST_VALUE[h]),
+        )
+        for h in range(tb.NUM_HOSTS)
+        if rec["shell"][:, :, h].any()
+    )
+
+
+def _action_kinds(action: np.ndarray) -> dict[str, float]:
+    """Blue's actions ``[T, E]`` by kind: the steps per episode of each kind."""
+    kind = np.searchsorted(cyber_blue.KIND_FIRST, action, side="right") - 1  # [T, E]
+    return {name: float((kind == k).sum(0).mean()) for k, name in enumerate(cyber_blue.KINDS)}
+
+
+def _action_targets(action: np.ndarray) -> dict[str, dict[str, float]]:
+    """Blue's Analyse, Remove and Restore actions ``[T, E]`` per target host (per episode)."""
+    targets = {}
+    for name, first in (("analyse", tb.ANALYSE), ("remove", tb.REMOVE), ("restore", tb.RESTORE)):
+        counts = {
+            tb.HOSTS[h]: float((action == first + h).sum(0).mean()) for h in range(tb.NUM_HOSTS)
+        }
+        targets[name] = {host: n for host, n in counts.items() if n > 0}
+    return targets
+
+
+def _top_actions(action: np.ndarray, steps: int, episodes: int) -> tuple:
+    """Blue's three most frequent actions ``(name, fraction of episodes)`` at each first step."""
+    top_actions = []
+    for t in range(steps):
+        values, counts = np.unique(action[t], return_counts=True)
+        top = np.argsort(-counts)[:3]
+        top_actions.append(
+            tuple((tb.action_name(int(values[i])), float(counts[i] / episodes)) for i in top)
+        )
+    return tuple(top_actions)
 
 
 def report(b: Breakdown) -> str:
@@ -339,9 +373,9 @@ def report(b: Breakdown) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m bench.cyber_breakdown``."""
+    """Entry point of ``python -m bench.research.cyber_breakdown``."""
     parser = argparse.ArgumentParser(
-        prog="python -m bench.cyber_breakdown",
+        prog="python -m bench.research.cyber_breakdown",
         description="Where a CAGE2 defender loses its score in one evaluation cell.",
     )
     parser.add_argument("--run-dir", required=True, help="a CAGE2 run (DIR,DIR,...: an ensemble)")

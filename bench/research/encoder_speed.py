@@ -1,6 +1,6 @@
 """Training throughput of an image env with a CNN encoder against the flattened MLP.
 
-``python -m bench.encoder_speed --config configs/breakout_minatar.yaml [override ...]``
+``python -m bench.research.encoder_speed --config configs/breakout_minatar.yaml [override ...]``
 builds the run once per ``network.encoder`` (default ``mlp`` and ``auto``), compiles its
 train chunk, then times the chunks alternately (``--repeats`` rounds, each call waited on
 with ``block_until_ready``) and prints env steps per second (median) per encoder, with the
