@@ -5,7 +5,7 @@
 For each tag: the number of points, the last value and its env step, the maximum, and the mean
 over the last quarter of the points. With a curriculum, ``perf/sps`` is also given for the
 chunks of the last stage reached (the league stage of ``configs/soccer_selfplay.yaml``).
-Used by ``bench/research/gpu_suite.sh`` after a run cut by SIGINT (which saves the chunk in flight).
+Used by ``bench/gpu_suite.sh`` after a run cut by SIGINT (which saves the chunk in flight).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ GreenAgent (``green_agent``): off by default, as in Scenario2 and the official e
 On, it port-scans one of User0-4 and Enterprise0-2 half the time (Scan activity, and the
 2.1 masking above).
 
-Simplifications (``bench.cyber_fidelity`` checks the scores that follow from them):
+Simplifications (``bench.research.cyber_fidelity`` checks the scores that follow from them):
 
 - No IP addresses, ports, processes, files or sessions: a host is Red's access level (none,
   shell, escalated), whether the shell runs as root/SYSTEM, a dropped-file flag, the decoys in

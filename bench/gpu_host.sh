@@ -2,10 +2,10 @@
 # Issue 63 on a GPU: EnvPool Breakout training env steps/s of jaxrl's actor-learner path (sync
 # and async; the policy and the learner on the GPU, EnvPool on the host's cores), with its time
 # split (env, policy, transfer, update), then the same at 64 envs. JSON and log under $OUT.
-# Prepare with `bash bench/research/gpu_host_prep.sh` (carry [".proj", ".whlhost"]); then
-#   OUT=$OUT bash .proj/bench/research/gpu_host.sh
+# Prepare with `bash bench/gpu_host_prep.sh` (carry [".proj", ".whlhost"]); then
+#   OUT=$OUT bash .proj/bench/gpu_host.sh
 # CPU dry run of the plumbing (tiny sizes, wheels already installed here):
-#   TINY=1 PY=.venv/bin/python OUT=/tmp/gpuhost bash bench/research/gpu_host.sh
+#   TINY=1 PY=.venv/bin/python OUT=/tmp/gpuhost bash bench/gpu_host.sh
 set -u
 TINY=${TINY:-0}
 PY=${PY:-python3}

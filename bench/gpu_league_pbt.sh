@@ -20,13 +20,13 @@
 # The league's run (events, config, checkpoints) comes back as league_run.tgz.aa, .ab, ...
 #
 # Layout, from the project root (git-ignored): .proj/ = `git archive HEAD` (committed code only),
-# .whl/ = py3.12 wheels the GPU image lacks (../shared/tools/device-prep.sh or bench/research/gpu_prep.sh).
+# .whl/ = py3.12 wheels the GPU image lacks (../shared/tools/device-prep.sh or bench/gpu_prep.sh).
 # The device call: carry [".proj", ".whl"], command
-#   OUT=$OUT BUDGET=570 bash .proj/bench/research/gpu_league_pbt.sh
+#   OUT=$OUT BUDGET=570 bash .proj/bench/gpu_league_pbt.sh
 # LEAGUE_ARGS='network.hidden_sizes=[256,256]' before it trains the league with the wider torsos
 # (docs/results/soccer.md, "Levers tried": ahead per env step on the CPU early, behind per hour).
 # CPU dry run of the plumbing (tiny sizes, no wheels installed):
-#   TINY=1 BUDGET=1500 PY=$PWD/.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/research/gpu_league_pbt.sh
+#   TINY=1 BUDGET=1500 PY=$PWD/.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/gpu_league_pbt.sh
 set -u
 TINY=${TINY:-0}
 PY=${PY:-python3}

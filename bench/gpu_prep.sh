@@ -1,10 +1,10 @@
 #!/bin/bash
-# Prepares, in the project root, the git-ignored folders bench/research/gpu_suite.sh reads on the GPU:
+# Prepares, in the project root, the git-ignored folders bench/gpu_suite.sh reads on the GPU:
 #   .proj/  `git archive HEAD` (commit first: only committed code travels this way)
 #   .whl/   py3.12 wheels the GPU image lacks (its image has jax, flax, optax, chex, orbax,
 #           tensorboard, tqdm, PyYAML)           .whl09/ gymnax 0.0.9 (PureJaxRL's API)
 #   .pj/    PureJaxRL's ppo.py, ppo_rnn.py, wrappers.py and the side-by-side driver
-# Usage: bash bench/research/gpu_prep.sh PUREJAXRL_GIT_DIR PJRL_DRIVER_DIR
+# Usage: bash bench/gpu_prep.sh PUREJAXRL_GIT_DIR PJRL_DRIVER_DIR
 #   PUREJAXRL_GIT_DIR: git directory of a luchris429/purejaxrl snapshot (measured at 31756b1)
 #   PJRL_DRIVER_DIR: the folder holding pjrl_ppo.py and common.py (shared/tools/pjrl)
 set -euo pipefail

@@ -10,18 +10,18 @@
 #      last checkpoint against the RulePolicy (in-graph Elo against the tournament's);
 #   4. what is left: the GRU with its core's scan unrolled (a speed candidate, side by side).
 # Non-JAX envs (issue 63, EnvPool Breakout through the actor-learner path) need envpool's
-# wheels, which do not fit this call's carry: a call of their own, bench/research/gpu_host.sh.
+# wheels, which do not fit this call's carry: a call of their own, bench/gpu_host.sh.
 #
-# Layout, from the project root (`bash bench/research/gpu_prep.sh PUREJAXRL_GIT_DIR shared/tools/pjrl`
+# Layout, from the project root (`bash bench/gpu_prep.sh PUREJAXRL_GIT_DIR shared/tools/pjrl`
 # makes it; all git-ignored):
 #   .proj/  `git archive HEAD` of the project (what runs: committed code only)
 #   .whl/   py3.12 wheels the GPU image lacks     .whl09/ gymnax 0.0.9 for PureJaxRL
 #   .pj/    PureJaxRL's ppo.py, ppo_rnn.py, wrappers.py (luchris429/purejaxrl @ 31756b1) and
 #           the driver pjrl_ppo.py + common.py (shared/tools/pjrl)
 # The device call: carry [".proj", ".whl", ".whl09", ".pj"], command
-#   OUT=$OUT BUDGET=540 bash .proj/bench/research/gpu_suite.sh
+#   OUT=$OUT BUDGET=540 bash .proj/bench/gpu_suite.sh
 # CPU dry run of the plumbing (tiny sizes, no wheels installed):
-#   TINY=1 SLOW=8 BUDGET=3000 PY=.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/research/gpu_suite.sh
+#   TINY=1 SLOW=8 BUDGET=3000 PY=.venv/bin/python OUT=/tmp/gpuout bash .proj/bench/gpu_suite.sh
 set -u
 TINY=${TINY:-0}
 PY=${PY:-python3}

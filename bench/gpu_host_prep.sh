@@ -1,11 +1,11 @@
 #!/bin/bash
-# Prepares the device call of bench/research/gpu_host.sh (issue 63: EnvPool Atari throughput on a GPU).
+# Prepares the device call of bench/gpu_host.sh (issue 63: EnvPool Atari throughput on a GPU).
 # From the project root; makes (git-ignored, under 64 MiB together):
 #   .proj/     `git archive HEAD` of the project (what runs: committed code only)
 #   .whlhost/  py3.12 wheels: envpool and what it imports, gymnax/distrax/... as gpu_prep.sh,
 #              and site/envpool_assets with the Atari ROMs only (the full assets wheel is 62 MB)
 # The device call: carry [".proj", ".whlhost"], command
-#   OUT=$OUT bash .proj/bench/research/gpu_host.sh
+#   OUT=$OUT bash .proj/bench/gpu_host.sh
 set -euo pipefail
 rm -rf .whlhost .proj; mkdir -p .whlhost/site .proj
 wheels() {  # py3.12 manylinux wheels, no dependencies
