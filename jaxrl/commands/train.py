@@ -27,8 +27,12 @@ from typing import Any
 from jaxrl.commands.cli import HelpFormatter, prog
 from jaxrl.run.distributed import DistributedError, add_process_flags, cluster_from_flags
 from jaxrl.run.errors import RunDirError, TrainingError
+from jaxrl.run.signals import TrainingInterrupted
 
-__all__ = ["RunDirError", "TrainingError", "build_parser", "main", "train"]
+__all__ = [
+    "RunDirError", "TrainingError", "TrainingInterrupted", "build_parser", "interrupted_exit",
+    "main", "train",
+]  # fmt: skip
 
 
 def train(*args: Any, **kwargs: Any) -> Any:
@@ -120,7 +124,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def interrupted_exit(stop: KeyboardInterrupt) -> int:
     """Report an interrupted run; its exit status (``128 + signal``) for a command line."""
-    from jaxrl.run.signals import TrainingInterrupted, worker_busy  # noqa: PLC0415
+    from jaxrl.run.signals import worker_busy  # noqa: PLC0415
 
     if not isinstance(stop, TrainingInterrupted):  # before the driver took over the signals
         print("interrupted before training started: nothing saved", file=sys.stderr)

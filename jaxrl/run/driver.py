@@ -32,7 +32,13 @@ import numpy as np
 from tqdm import tqdm
 
 from jaxrl.config import Config, ConfigError, load_config, save_config
-from jaxrl.config.loader import config_history, load_resume_config, resume_changes
+from jaxrl.config.loader import (
+    RESUMABLE_KEYS,
+    config_history,
+    load_resume_config,
+    parse_overrides,
+    resume_changes,
+)
 from jaxrl.core.hyper import Members
 from jaxrl.core.types import RunnerState
 from jaxrl.run.checkpoint import Checkpointer, extracted_from
@@ -338,7 +344,12 @@ def check_resumable(run_dir: Path) -> None:
 
 
 def resume_config(run_dir: Path, overrides: list[str]) -> Config | None:
-    """The config ``--resume DIR [overrides]`` trains with (None: the saved one, as it is)."""
+    """The config ``--resume DIR [overrides]`` trains with (None: the saved one, as it is).
+
+    An override of a key that cannot change on resume is refused first, whatever ``run_dir``.
+    """
+    if any(key not in RESUMABLE_KEYS for key, _ in parse_overrides(overrides)):
+        load_resume_config(run_dir, overrides)  # raises the loader's one line for the key
     check_resumable(run_dir)
     return load_resume_config(run_dir, overrides) if overrides else None
 
