@@ -157,7 +157,7 @@ def evaluate(
     if host_backend(run_dir):  # gymnasium / EnvPool runs play on their host envs
         from jaxrl.hostenv.loop import evaluate_host  # noqa: PLC0415
 
-        return evaluate_host(run_dir, episodes, step, seed, greedy(actions))
+        return evaluate_host(run_dir, episodes, step, seed, greedy(actions), EvalResult)
     setup, policy, step = load_policy(run_dir, step)
     return evaluate_policy(
         setup, policy, step, episodes, seed, actions, stage, opponent, env_overrides, team_size

@@ -5,6 +5,7 @@ Training a host run is :mod:`jaxrl.run.driver` over :class:`jaxrl.hostenv.source
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +34,20 @@ def restore_host_policy(run_dir: str | Path, step: int | None) -> tuple[Any, Any
 
 
 def evaluate_host(
-    run_dir: str | Path, episodes: int, step: int | None, seed: int, deterministic: bool
+    run_dir: str | Path,
+    episodes: int,
+    step: int | None,
+    seed: int,
+    deterministic: bool,
+    result: Callable[..., Any],
 ) -> Any:
     """``episodes`` episodes of a host run's checkpointed policy on fresh host envs.
 
-    Returns a :class:`jaxrl.commands.evaluate.EvalResult` (the first ``episodes`` episodes to end,
-    on ``min(episodes, env.num_envs)`` envs seeded with ``seed``).
+    Returns ``result(mean_return=..., std_return=..., mean_length=..., returns=..., step=...,
+    episodes=..., actions=...)`` (:class:`jaxrl.commands.evaluate.EvalResult`, which the
+    caller hands in: hostenv imports no command) of the first ``episodes`` episodes to end,
+    on ``min(episodes, env.num_envs)`` envs seeded with ``seed``.
     """
-    from jaxrl.commands.evaluate import EvalResult  # noqa: PLC0415 - jaxrl.commands.evaluate dispatches here
-
     spec, policy, step = restore_host_policy(run_dir, step)
     config = spec.config
     num_envs = min(episodes, config.env.num_envs)
@@ -51,7 +57,7 @@ def evaluate_host(
     finally:
         vec.close()
     returns_arr = np.asarray(returns, np.float64)
-    return EvalResult(
+    return result(
         mean_return=float(returns_arr.mean()),
         std_return=float(returns_arr.std()),
         mean_length=float(np.mean(lengths)),

@@ -154,15 +154,7 @@ def train(
         run directory that cannot be used as asked).
       TrainingInterrupted: a signal stopped the run; its ``message`` is one line.
     """
-    if run_dir is None:
-        if resume:
-            raise RunDirError("resume needs a run directory")
-        if jax.process_count() > 1:
-            raise RunDirError(
-                "a run of several processes needs --run-dir (the same shared path on every process)"
-            )
-        run_dir = default_run_dir(config_path)
-    run_dir = Path(run_dir)
+    run_dir = _run_dir(run_dir, resume, config_path)
     made = _Made(run_dir)
     with Signals() as signals:
         try:
@@ -182,6 +174,19 @@ def train(
         except BaseException:
             made.remove_if_untrained()
             raise
+
+
+def _run_dir(run_dir: str | Path | None, resume: bool, config_path: str | None) -> Path:
+    """The run directory to train in: ``run_dir``, else a new ``runs/<config>-<time>``."""
+    if run_dir is not None:
+        return Path(run_dir)
+    if resume:
+        raise RunDirError("resume needs a run directory")
+    if jax.process_count() > 1:
+        raise RunDirError(
+            "a run of several processes needs --run-dir (the same shared path on every process)"
+        )
+    return default_run_dir(config_path)
 
 
 @dataclasses.dataclass
