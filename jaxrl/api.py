@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from jaxrl.commands.evaluate import EvalResult
     from jaxrl.config import Config
     from jaxrl.core.acting import PolicyParams
     from jaxrl.core.types import RunnerState
+    from jaxrl.run.eval_result import EvalResult
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,41 +96,50 @@ def train(
       run_dir: None trains in memory and writes nothing (no run directory, TensorBoard
         events or checkpoints); a directory trains as ``python -m jaxrl.train`` does.
       overwrite: replace a run already in ``run_dir``.
-      resume: continue the run in ``run_dir`` from its latest checkpoint (its saved config;
-        ``config``, ``env`` and ``overrides`` must be left out).
-      quiet: no summary or progress bar.
+      resume: continue the run in ``run_dir`` from its latest checkpoint with its saved
+        config, as ``python -m jaxrl.train --resume DIR`` does: ``overrides`` may change only
+        the resumable keys (``train.total_steps=N`` trains further); ``config`` and ``env``
+        must be left out.
+      quiet: no summary or progress bar (the ``done:`` line is printed).
 
     Raises:
       jaxrl.config.ConfigError: a bad config value (one line naming the key).
-      jaxrl.commands.train.TrainingError: a refused run directory, non-finite training, ...
+      jaxrl.run.errors.TrainingError: a refused run directory, non-finite training, ...
     """
-    from jaxrl.commands import train as train_module  # noqa: PLC0415
+    from jaxrl.run import driver  # noqa: PLC0415
+    from jaxrl.run.errors import RunDirError  # noqa: PLC0415
 
     if resume:
-        if run_dir is None or config is not None or env is not None or overrides:
-            raise train_module.TrainingError(
-                "resume=True needs run_dir= and takes no config, env or overrides (the run's "
-                "saved config.yaml is used)"
+        if run_dir is None or config is not None or env is not None:
+            raise RunDirError(
+                "resume=True needs run_dir= and takes no config or env (the run's saved "
+                "config.yaml is used; overrides= may change the resumable keys)"
             )
-        from jaxrl.config import load_config  # noqa: PLC0415
-
-        result = train_module.train(run_dir=run_dir, resume=True, quiet=quiet)
-        return _output(result, load_config(Path(run_dir) / "config.yaml"), run_dir)
+        resumed = driver.resume_config(Path(run_dir), list(overrides))
+        result = driver.train(resumed, run_dir, resume=True, quiet=quiet)
+        return _output(result, resumed or _saved_config(run_dir), run_dir)
     config = resolve_config(config, env, overrides)
     if run_dir is None:
-        return _output(train_module.train_in_memory(config, quiet=quiet), config, None)
+        return _output(driver.train_in_memory(config, quiet=quiet), config, None)
     run_dir = Path(run_dir)
     if run_dir.exists() and any(run_dir.iterdir()) and not overwrite:
-        raise train_module.TrainingError(
+        raise RunDirError(
             f"run directory {run_dir} already holds a run; continue it with resume=True or "
             "replace it with overwrite=True"
         )
-    result = train_module.train(config, run_dir, overwrite=overwrite, quiet=quiet)
+    result = driver.train(config, run_dir, overwrite=overwrite, quiet=quiet)
     return _output(result, config, run_dir)
 
 
+def _saved_config(run_dir: str | Path) -> Config:
+    """The config saved in a run directory."""
+    from jaxrl.config import load_config  # noqa: PLC0415
+
+    return load_config(Path(run_dir) / "config.yaml")
+
+
 def _output(result: Any, config: Config, run_dir: str | Path | None) -> TrainOutput:
-    """:class:`TrainOutput` of a :class:`jaxrl.commands.train.TrainResult`."""
+    """:class:`TrainOutput` of a :class:`jaxrl.run.driver.TrainResult`."""
     return TrainOutput(
         state=result.runner,
         history=result.history,
@@ -246,7 +255,7 @@ def evaluate(
         class or factory; registered under the run's ``env.name``).
 
     Returns:
-      An :class:`jaxrl.commands.evaluate.EvalResult`, or one per member for a run of several
+      An :class:`jaxrl.run.eval_result.EvalResult`, or one per member for a run of several
       members.
     """
     from jaxrl.commands.evaluate import evaluate as evaluate_dir  # noqa: PLC0415

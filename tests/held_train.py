@@ -13,8 +13,9 @@ import signal
 import sys
 
 import jaxrl.commands.train as train_module
+from jaxrl.run import chunk_source
 
-# A background job of a non-interactive shell (CI) inherits SIGINT ignored, and jaxrl.commands.train
+# A background job of a non-interactive shell (CI) inherits SIGINT ignored, and jaxrl.run.driver
 # leaves an ignored signal ignored; take it back, as an interactive terminal has it.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
@@ -27,8 +28,8 @@ def _hold() -> None:
     sys.stdin.readline()
 
 
-_compile = train_module._compile
-_run_chunk = train_module._run_chunk
+_compile = chunk_source._compile
+_run_chunk = chunk_source._run_chunk
 
 
 def held_compile(*args):
@@ -44,8 +45,8 @@ def held_chunk(*args):
     return _run_chunk(*args)
 
 
-train_module._compile = held_compile
-train_module._run_chunk = held_chunk
+chunk_source._compile = held_compile
+chunk_source._run_chunk = held_chunk
 
 if __name__ == "__main__":
     sys.exit(train_module.main(sys.argv[2:]))

@@ -16,6 +16,7 @@ import pytest
 
 import envs
 import jaxrl
+from jaxrl.config import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = (
@@ -128,6 +129,33 @@ def test_api_errors_name_keyword_arguments(corridor_run):
         jaxrl.train(None, resume=True)
     with pytest.raises(TypeError, match="env= takes"):
         jaxrl.train(None, env=3)
+
+
+def test_resume_with_overrides_trains_further_as_the_cli_does(tmp_path, corridor):
+    """``jaxrl.train(run_dir=R, resume=True, overrides=["train.total_steps=N"])`` is
+    ``python -m jaxrl.train --resume R train.total_steps=N``: the same bits, the same config."""
+    import shutil  # noqa: PLC0415
+
+    from jaxrl.commands.train import main  # noqa: PLC0415
+    from jaxrl.config import load_config  # noqa: PLC0415
+
+    short = [*TINY, "train.total_steps=1024"]
+    api_dir, cli_dir = tmp_path / "api", tmp_path / "cli"
+    jaxrl.train(None, env=corridor, overrides=short, run_dir=api_dir, quiet=True)
+    shutil.copytree(api_dir, cli_dir)
+    further = ["train.total_steps=2048"]
+    out = jaxrl.train(run_dir=api_dir, resume=True, overrides=further, quiet=True)
+    assert [row["update"] for row in out.history] == [12, 16]
+    assert out.config.train.total_steps == 2048 and out.run_dir == api_dir
+    assert main(["--resume", str(cli_dir), *further, "--quiet"]) == 0
+    assert load_config(api_dir / "config.yaml") == load_config(cli_dir / "config.yaml")
+    by_cli = jaxrl.load_policy(cli_dir).params
+    by_api = jaxrl.load_policy(api_dir).params
+    assert jaxrl.load_policy(api_dir).checkpoint_step == UPDATES
+    chex.assert_trees_all_equal(by_api, by_cli)
+    chex.assert_trees_all_equal(by_api.params, out.state.params)
+    with pytest.raises(ConfigError, match="ppo.lr"):
+        jaxrl.train(run_dir=api_dir, resume=True, overrides=["ppo.lr=0.1"])
 
 
 def test_env_argument_names_classes_by_import_path_else_registers_them(corridor):

@@ -196,16 +196,17 @@ def test_league_state_is_identical_on_every_device(tmp_path):
 
 def test_grouped_run_resumes_only_on_its_device_count(tmp_path):
     """A run whose env groups are per device refuses another device count, in one line."""
-    from jaxrl.commands.train import TrainingError, _check_resume_devices  # noqa: PLC0415
     from jaxrl.config import config_from_dict  # noqa: PLC0415
+    from jaxrl.run.chunk_source import check_resume_devices  # noqa: PLC0415
+    from jaxrl.run.errors import TrainingError  # noqa: PLC0415
     from jaxrl.run.setup import make_setup  # noqa: PLC0415
     from tests.conftest import tiny_selfplay  # noqa: PLC0415
 
     setup = make_setup(config_from_dict(tiny_selfplay()))
-    _check_resume_devices(setup, 1)
-    _check_resume_devices(setup, None)  # checkpoints from before the device count was saved
+    check_resume_devices(setup, 1)
+    check_resume_devices(setup, None)  # checkpoints from before the device count was saved
     with pytest.raises(TrainingError, match="trained on 2 devices with env groups"):
-        _check_resume_devices(setup, 2)
+        check_resume_devices(setup, 2)
 
 
 def test_env_count_must_divide_over_devices(tmp_path):

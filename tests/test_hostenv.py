@@ -328,7 +328,7 @@ def test_actor_bootstraps_truncated_steps_from_the_final_observation():
     from jaxrl.core.acting import value_of
     from jaxrl.hostenv.actor import Actor
     from jaxrl.hostenv.learner import policy_of
-    from jaxrl.hostenv.loop import actor_key, build
+    from jaxrl.hostenv.source import actor_key, build
     from jaxrl.hostenv.vecenv import make_vec
 
     config = tiny("env.name=Pendulum-v1", "env.kwargs={max_episode_steps: 3}")

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from flax import struct
 
-from jaxrl.commands.train import run_summary, train
+from jaxrl.commands.train import train
 from jaxrl.config import ConfigError, SelfPlayConfig, config_from_dict
 from jaxrl.core.acting import PolicyParams, act
 from jaxrl.core.layout import Layout
@@ -32,6 +32,7 @@ from jaxrl.league.pool import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
 from jaxrl.league.rating import RULE_ELO, learner_rating
 from jaxrl.run.checkpoint import Checkpointer
 from jaxrl.run.setup import make_setup
+from jaxrl.run.summary import run_summary
 from jaxrl.run.train_step import init_runner_state, make_plan, train_chunk
 from tests.conftest import NUM_ENVS, STEPS, UPDATES, tiny_selfplay
 

@@ -110,6 +110,6 @@ def test_cli_rejects_bad_input_with_one_line(argv, needle, capsys, monkeypatch):
 
 
 def test_resume_of_missing_run_is_a_clear_error(tmp_path, capsys):
-    assert main(["--resume", str(tmp_path / "nothing")]) == 1
+    assert main(["--resume", str(tmp_path)]) == 2  # bad input: a folder that is no run
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no config.yaml" in err

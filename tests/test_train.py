@@ -18,11 +18,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.commands.train import TrainingError, _Signals, train
+from jaxrl.commands.train import TrainingError, train
 from jaxrl.commands.train import main as train_main
-from jaxrl.config import ConfigError, load_config
+from jaxrl.config import ConfigError, load_config, save_config
 from jaxrl.run.checkpoint import Checkpointer
 from jaxrl.run.setup import current_learning_rate, make_setup
+from jaxrl.run.signals import Signals
 from jaxrl.run.train_step import init_run, init_runner_state, make_train_step, train_chunk
 from tests.conftest import TINY_CARTPOLE, make_tiny_config
 
@@ -298,16 +299,16 @@ def test_first_signal_saves_the_chunk_in_flight(tiny_config, tmp_path, two_runs,
     _assert_same_as_uninterrupted(tiny_config, run_dir, two_runs[0].runner)
 
     # A finished run: one line, exit 0, and the train step is never compiled.
-    import jaxrl.commands.train as train_module  # noqa: PLC0415
+    from jaxrl.run import chunk_source  # noqa: PLC0415
 
     def no_compile(*args):
         raise AssertionError("a complete run was compiled")
 
-    original, train_module._compile = train_module._compile, no_compile
+    original, chunk_source._compile = chunk_source._compile, no_compile
     try:
-        assert train_module.main(["--resume", str(run_dir)]) == 0
+        assert train_main(["--resume", str(run_dir)]) == 0
     finally:
-        train_module._compile = original
+        chunk_source._compile = original
     out = capsys.readouterr().out.strip()
     assert out == f"run {run_dir} is complete: update 24 of 24 (3,072 env steps) is saved; " + (
         "nothing to train"
@@ -323,7 +324,7 @@ def test_second_signal_aborts_at_once(tmp_path):
     _read_until(proc, "held")
     proc.send_signal(signal.SIGTERM)
     _read_until(proc, "finishing the chunk in flight")
-    time.sleep(_Signals.GRACE_S + 0.5)  # a repeat within the grace period is the same request
+    time.sleep(Signals.GRACE_S + 0.5)  # a repeat within the grace period is the same request
     proc.send_signal(signal.SIGTERM)  # the chunk is still held: only an abort ends the run
     code, out = _finish(proc)
     assert code == 143, out
@@ -337,7 +338,9 @@ def test_second_signal_aborts_at_once(tmp_path):
 @pytest.mark.slow
 def test_signal_during_compile_stops_at_once(tiny_config, tmp_path, two_runs):
     """SIGINT while the compile is held (as a long XLA compile holds a real run): exit 130
-    at once with nothing saved; ``--resume`` then trains the saved config from update 0."""
+    at once with nothing saved, and the run directory the run created is gone. A run
+    directory holding a config but no checkpoint (a run killed before its first one) trains
+    from update 0 on ``--resume``."""
     run_dir = tmp_path / "early"
     proc = _held_run(run_dir, "compile")
     _read_until(proc, "held")
@@ -345,13 +348,104 @@ def test_signal_during_compile_stops_at_once(tiny_config, tmp_path, two_runs):
     code, out = _finish(proc)
     assert code == 130, out
     assert out.strip().splitlines()[-1] == (
-        f"SIGINT before training started: nothing trained, nothing saved; --resume {run_dir} "
-        f"starts it from update 0 with its saved config, or delete {run_dir}"
+        f"SIGINT before training started: nothing trained, nothing saved; removed {run_dir}, "
+        "which this run had created"
     )
-    assert not list((run_dir / "checkpoints").iterdir())
+    assert not run_dir.exists()
+    run_dir.mkdir()
+    save_config(tiny_config, run_dir / "config.yaml")
     result = train(run_dir=run_dir, resume=True, quiet=True)
     assert [row["update"] for row in result.history] == [8, 16, 24]
     assert _leaves_equal(result.runner.params, two_runs[0].runner.params)
+
+
+def _failing_build(config):
+    raise RuntimeError("the env failed to build")
+
+
+def test_a_failure_before_the_first_update_removes_only_a_run_dir_it_created(
+    tiny_config, tmp_path, monkeypatch
+):
+    """The env fails to build: a run directory the run created is removed; one that existed
+    (empty, as ``mkdir`` leaves it) is kept, and so is a resumed run's."""
+    from jaxrl.run import driver  # noqa: PLC0415
+
+    monkeypatch.setattr(driver, "build_source", _failing_build)
+    fresh = tmp_path / "runs" / "fresh"
+    with pytest.raises(RuntimeError, match="failed to build"):
+        train(tiny_config, fresh, quiet=True)
+    assert not fresh.exists() and (tmp_path / "runs").is_dir()  # only the run's own folder
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    with pytest.raises(RuntimeError, match="failed to build"):
+        train(tiny_config, kept, quiet=True)
+    assert sorted(p.name for p in kept.iterdir()) == ["config.yaml"]
+    with pytest.raises(RuntimeError, match="failed to build"):
+        train(run_dir=kept, resume=True, quiet=True)
+    assert (kept / "config.yaml").is_file()
+
+
+def test_existing_run_dir_and_missing_resume_dir_exit_2_in_one_line(two_runs, tmp_path, capsys):
+    """Bad input exits 2 (docs/reference/cli.md): a run directory that holds a run, a
+    ``--resume`` folder that does not exist, a folder that is no run."""
+    taken = ["--config", str(REPO / "configs" / "cartpole.yaml"), *TINY_CARTPOLE]
+    assert train_main([*taken, "--run-dir", str(two_runs[0].run_dir), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already holds a run" in err and "--overwrite" in err
+    missing = tmp_path / "no-such-run"
+    assert train_main(["--resume", str(missing)]) == 2
+    assert capsys.readouterr().err == f"error: cannot resume {missing}: no such directory\n"
+    assert not missing.exists()
+    assert train_main(["--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no config.yaml" in err
+
+
+def test_quiet_prints_the_done_line_only(two_runs, tmp_path, capsys):
+    """``--quiet``: no summary, no progress bar, one ``done:`` line on stdout."""
+    run_dir = tmp_path / "quiet"
+    argv = ["--config", str(REPO / "configs" / "cartpole.yaml"), *TINY_CARTPOLE]
+    assert train_main([*argv, "train.total_steps=1024", "--run-dir", str(run_dir), "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("done: 1,024 env steps, ") and out.count("\n") == 1, out
+    assert out.strip().endswith(f"; run dir {run_dir}") and "env steps/s" not in err
+
+
+def test_summary_says_how_to_stop_when_sigint_is_ignored(tiny_config, tmp_path):
+    """A background job of a script ignores SIGINT: the summary names SIGTERM (and this pid),
+    not Ctrl-C."""
+    from jaxrl.run.summary import run_summary  # noqa: PLC0415
+
+    setup = make_setup(tiny_config)
+    handled = run_summary(tiny_config, setup, tmp_path, 0, {})
+    assert "Ctrl-C or SIGTERM saves the chunk in flight" in handled
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        ignored = run_summary(tiny_config, setup, tmp_path, 0, {})
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert "Ctrl-C" not in ignored
+    assert f"SIGINT is ignored here: kill -TERM {os.getpid()} saves the chunk in flight" in ignored
+
+
+def test_a_config_error_is_reported_before_jax_is_imported():
+    """A typo in a key is one line, exit 2, and JAX is never imported."""
+    program = (
+        "import sys\n"
+        "from jaxrl.commands.train import main\n"
+        "code = main(['--config', 'configs/cartpole.yaml', 'train.total_stepz=5'])\n"
+        "print(code, 'jax' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stderr.count("\n") == 1 and "total_stepz" in done.stderr, done.stderr
+    assert done.stdout.split() == ["2", "False"], done.stdout
 
 
 def _wandb_history(path: Path) -> list[dict]:

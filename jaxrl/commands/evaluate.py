@@ -36,6 +36,7 @@ from jaxrl.config import ConfigError, parse_overrides
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.match import MatchRecord
 from jaxrl.run.checkpoint import CheckpointError, error_line
+from jaxrl.run.eval_result import EvalResult
 from jaxrl.run.play import (
     add_actions_flag,
     eval_layout,
@@ -49,27 +50,6 @@ from jaxrl.run.play import (
     scripted_kind,
 )
 from jaxrl.run.setup import Setup
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalResult:
-    """Returns of ``episodes`` independent episodes of a restored policy."""
-
-    mean_return: float
-    std_return: float
-    mean_length: float
-    returns: tuple[float, ...]
-    step: int  # update step of the checkpoint
-    episodes: int
-    actions: str  # "sample" (from the policy) or "greedy" (its mode)
-    outcomes: dict = dataclasses.field(default_factory=dict)  # mean env-reported outcomes
-    seed: int | None = None  # the member's seed (runs with several members)
-    member: str | None = None  # the member's name (its TensorBoard run)
-    sweep: dict = dataclasses.field(default_factory=dict)  # the member's swept values
-
-    def to_dict(self) -> dict:
-        """JSON-ready dict."""
-        return dataclasses.asdict(self)
 
 
 class EpisodeStats(struct.PyTreeNode):

@@ -14,6 +14,9 @@ from jaxrl.core.networks import make_distribution
 from jaxrl.core.normalize import normalize_steps
 from jaxrl.core.types import LossMetrics, RunningStats
 
+# The loss terms both learners log as ``train/<name>`` (the means over the update's minibatches).
+LOSS_TAGS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
 
 class LossHyperparams(struct.PyTreeNode):
     """Loss settings: the member's values (traced: sweeps and PBT vary them) and switches."""

@@ -6,7 +6,8 @@ rollout is handed to the learner (:mod:`jaxrl.hostenv.learner`), one compiled PP
 from the same pieces as the JAX path (:func:`jaxrl.core.gae.gae`,
 :func:`jaxrl.core.ppo.update_epochs`, :func:`jaxrl.core.losses.ppo_loss`,
 :func:`jaxrl.core.acting.act`); the new parameters go back to the actor.
-:mod:`jaxrl.hostenv.loop` is the training loop (sync or async, ``env.host_mode``);
+:mod:`jaxrl.hostenv.source` is the step source (sync or async, ``env.host_mode``) that the
+run driver (:mod:`jaxrl.run.driver`) steps, as it steps the JAX path's compiled chunk;
 :mod:`jaxrl.hostenv.play` plays a trained host run (evaluate, render, export, ``load_policy``).
 
 Modules:
@@ -15,6 +16,6 @@ Modules:
   networks: a Nature-CNN encoder in front of jaxrl's actor-critic for image observations.
   actor: the rollout on the host.
   learner: the compiled update.
-  loop: training, checkpoints, logging, resume.
+  source: the step source of the run driver: one actor rollout and learner update a step.
   play: a host run's policy restored and played: evaluation, rendering (gymnasium).
 """

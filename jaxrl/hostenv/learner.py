@@ -20,17 +20,15 @@ from flax import struct
 from jaxrl.config.root import Config
 from jaxrl.core.acting import PolicyParams, PolicySpec, value_of
 from jaxrl.core.hyper import base_hyper
-from jaxrl.core.losses import LossHyperparams
+from jaxrl.core.losses import LOSS_TAGS, LossHyperparams
 from jaxrl.core.ppo import LearnSpec, OptState, UpdateSpec
 from jaxrl.core.ppo import learn as ppo_learn
 from jaxrl.core.precision import compute_dtype
-from jaxrl.core.types import LossMetrics, RunnerState, RunningStats, Transition
+from jaxrl.core.stats import explained_variance
+from jaxrl.core.types import RunnerState, RunningStats, Transition
 from jaxrl.hostenv.networks import make_network
 from jaxrl.hostenv.spaces import HostSpaces
 from jaxrl.run.setup import current_learning_rate, make_optimizer
-from jaxrl.run.train_step import explained_variance
-
-LOSS_TAGS = tuple(field.name for field in dataclasses.fields(LossMetrics))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -173,6 +171,7 @@ def learn(
     )
     metrics = {
         **{f"train/{name}": getattr(steps.loss, name).mean() for name in LOSS_TAGS},
+        "train/total_loss": steps.loss.total_loss.mean(),  # the host path logs the sum too
         "train/explained_variance": explained_variance(traj.value, targets),
         "train/grad_norm": steps.grad_norm.mean(),
         "train/learning_rate": learning_rate,

@@ -23,6 +23,7 @@ from jaxrl.core.acting import PolicyParams, act
 from jaxrl.hostenv.learner import HostSpec, init_runner, make_host_spec, policy_of
 from jaxrl.hostenv.vecenv import make_vec
 from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.eval_result import EvalResult
 
 DEFAULT_RENDER_FPS = 30  # frames per second of a gymnasium env that names none
 
@@ -111,8 +112,6 @@ def evaluate_policy_host(
     spec: HostSpec, policy: PolicyParams, step: int, episodes: int, seed: int, deterministic: bool
 ) -> Any:
     """:func:`evaluate_host` of a policy in hand (e.g. trained in memory)."""
-    from jaxrl.commands.evaluate import EvalResult  # noqa: PLC0415 - the command owns its result
-
     config = spec.config
     num_envs = min(episodes, config.env.num_envs)
     vec = make_vec(config.env.backend, config.env.name, num_envs, seed, config.env.kwargs)
@@ -137,7 +136,7 @@ def evaluate_host(
 ) -> Any:
     """``episodes`` episodes of a host run's checkpointed policy on fresh host envs.
 
-    Returns a :class:`jaxrl.commands.evaluate.EvalResult` (the first ``episodes`` episodes to
+    Returns a :class:`jaxrl.run.eval_result.EvalResult` (the first ``episodes`` episodes to
     end, on ``min(episodes, env.num_envs)`` envs seeded with ``seed``).
     """
     spec, policy, step = restore_host_policy(run_dir, step)

@@ -11,6 +11,7 @@ steps its share of the envs (``env.num_envs`` is the global count). Processes jo
 
 Only process 0 writes TensorBoard events and the config; every process takes part in
 Orbax's checkpoint writes (each writes the shards it holds, process 0 the metadata).
+The flags are parsed without JAX (a command line reports a bad flag before JAX starts).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-import jax
 import numpy as np
 
 
@@ -112,7 +112,11 @@ def join(cluster: Cluster | None) -> None:
     Raises:
       DistributedError: a JAX backend started before the processes could join.
     """
-    if cluster is None or jax.distributed.is_initialized():
+    if cluster is None:
+        return
+    import jax  # noqa: PLC0415 - the flags above are parsed without JAX
+
+    if jax.distributed.is_initialized():
         return
     from jax._src import xla_bridge  # noqa: PLC0415 - no public "has a backend started"
 
@@ -132,6 +136,8 @@ def join(cluster: Cluster | None) -> None:
 
 def is_main_process() -> bool:
     """True on the process that writes logs and the config (process 0)."""
+    import jax  # noqa: PLC0415
+
     return jax.process_index() == 0
 
 
@@ -141,6 +147,8 @@ def replicate(tree: Any, mesh: Any) -> Any:
     Works across processes, where an array on one local device cannot enter a computation
     over the whole mesh.
     """
+    import jax  # noqa: PLC0415
+
     sharding = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
 
     def put(x):
@@ -152,6 +160,8 @@ def replicate(tree: Any, mesh: Any) -> Any:
 
 def sync(name: str) -> None:
     """Wait until every process reaches the point called ``name`` (nothing on one process)."""
+    import jax  # noqa: PLC0415
+
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 

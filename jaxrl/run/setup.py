@@ -29,7 +29,7 @@ from jaxrl.core.acting import PolicySpec
 from jaxrl.core.encoders import plan_encoders
 from jaxrl.core.hyper import Hyper, Members, base_hyper, make_members
 from jaxrl.core.layout import DATA_AXIS, Layout, make_layout
-from jaxrl.core.losses import LossHyperparams
+from jaxrl.core.losses import LOSS_TAGS, LossHyperparams
 from jaxrl.core.match import MatchSpec
 from jaxrl.core.metrics import MetricSpec
 from jaxrl.core.networks import ActorCritic
@@ -59,8 +59,6 @@ LEARNER_FEATURE_BUILDERS = (make_exploiters,)
 # Population features: ``builder(setup, metric_tags)`` (every tag a member's update packs).
 # PBT first: the league then sees PBT's copies in the members' rosters (jaxrl.league.population)
 POPULATION_FEATURE_BUILDERS = (make_pbt, make_member_league)
-
-LOSS_TAGS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ from tqdm import tqdm
 from jaxrl.config import Config
 from jaxrl.core.networks import ActorCritic
 from jaxrl.run.setup import Setup
+from jaxrl.run.signals import stop_hint
 
 
 @runtime_checkable
@@ -133,8 +134,7 @@ def _base_lines(config: Config, setup: Setup, run_dir: Path, start_update: int) 
         f"  schedule     {schedule_line(config, start_update)}",
         f"  network      {_network_line(config, setup.network)}",
         f"  features     {_features_line(config)}",
-        f"  checkpoints  {saves}, keep the last {config.checkpoint.keep}; "
-        "Ctrl-C or SIGTERM saves the chunk in flight",
+        f"  checkpoints  {saves}, keep the last {config.checkpoint.keep}; {stop_hint()}",
         f"  speed        env steps/s{' of one member (as perf/sps)' if many else ''} over each "
         "chunk, after compile",
     ]

@@ -31,12 +31,14 @@ from jax.sharding import PartitionSpec as P
 
 from jaxrl.core.acting import value_of
 from jaxrl.core.layout import sum_over_devices
+from jaxrl.core.losses import LOSS_TAGS
 from jaxrl.core.metrics import Scalar, idle_packed, mean_of, pack, reduce_packed
 from jaxrl.core.normalize import normalize
 from jaxrl.core.ppo import Learned, OptState, StepMetrics, learn
 from jaxrl.core.ppo import make_sequences as _make_sequences
 from jaxrl.core.ppo import training_batch as _training_batch
 from jaxrl.core.rollout import RolloutOutput, rollout
+from jaxrl.core.stats import explained_variance
 from jaxrl.core.types import RunnerState
 from jaxrl.features import LearnerOps, UpdateResult, masked_sums
 from jaxrl.run.runner import (  # noqa: F401 - re-exported: the step's entry points
@@ -52,23 +54,7 @@ from jaxrl.run.runner import (  # noqa: F401 - re-exported: the step's entry poi
     runner_specs,
     without_population,
 )
-from jaxrl.run.setup import LOSS_TAGS, Setup, current_learning_rate, metric_specs
-
-
-def global_var(x: jax.Array, axis: str | None) -> jax.Array:
-    """Variance of every element of ``x`` on every device of ``axis``."""
-    if not axis:
-        return jnp.var(x)
-    count = sum_over_devices(jnp.asarray(x.size, jnp.float32), axis)
-    mean = sum_over_devices(x.sum(), axis) / count
-    return sum_over_devices(jnp.square(x - mean).sum(), axis) / count
-
-
-def explained_variance(values: jax.Array, returns: jax.Array, axis: str | None = None) -> jax.Array:
-    """``1 - Var[returns - values] / Var[returns]`` (nan when the returns are constant)."""
-    var_returns = global_var(returns, axis)
-    residual = global_var(returns - values, axis)
-    return jnp.where(var_returns > 0, 1.0 - residual / var_returns, jnp.nan)
+from jaxrl.run.setup import Setup, current_learning_rate, metric_specs
 
 
 def make_sequences(setup: Setup, data, start_hidden):
