@@ -130,6 +130,7 @@ class Layer:
     name: str
     folder: str  # "envs", "jaxrl/config", ...; "jaxrl" for the top-level modules
     holds: str  # what goes there (docs/developer.md's floors table)
+    with_previous: bool = False  # on the floor of the layer before it: each may import the other
 
 
 # The floors, lowest first. docs/developer.md's floors table is rendered from this
@@ -171,7 +172,11 @@ LAYERS = (
         "compiled step (`train_step`), checkpoints, logs, summary, playing restored policies",
     ),
     Layer(
-        "hostenv", "jaxrl/hostenv", "the host path: actor and learner for host envs, their networks"
+        "hostenv",
+        "jaxrl/hostenv",
+        "the host path: the step source the run driver steps for host envs (actor, learner), "
+        "their networks, playing a host run",
+        with_previous=True,
     ),
     Layer(
         "commands",
@@ -211,13 +216,21 @@ def layer_of(module: str, layers: tuple[Layer, ...] = LAYERS) -> int:
     return best[1]
 
 
+def floor_of(index: int, layers: tuple[Layer, ...] = LAYERS) -> int:
+    """The floor of ``layers[index]``: layers marked ``with_previous`` share their
+    predecessor's floor (the run driver picks the host path's step source; the host path uses
+    the run's checkpoints)."""
+    return sum(not layer.with_previous for layer in layers[1 : index + 1])
+
+
 def upward_arrows(edges: dict[str, set[str]], layers: tuple[Layer, ...] = LAYERS) -> list[str]:
     """``a -> b`` for each import of a module ``b`` on a higher floor than ``a``'s."""
+    floor = lambda module: floor_of(layer_of(module, layers), layers)  # noqa: E731
     return sorted(
         f"{a} ({layers[layer_of(a, layers)].name}) -> {b} ({layers[layer_of(b, layers)].name})"
         for a, targets in edges.items()
         for b in targets
-        if layer_of(b, layers) > layer_of(a, layers) and (a, b) not in PENDING
+        if floor(b) > floor(a) and (a, b) not in PENDING
     )
 
 
@@ -296,7 +309,11 @@ def floors_table(root: Path = ROOT) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for i, layer in enumerate(LAYERS):
-        below = ", ".join(other.name for other in LAYERS[:i]) or "no module of ours"
+        below = ", ".join(
+            other.name + (" (same floor)" if floor_of(j) == floor_of(i) else "")
+            for j, other in enumerate(LAYERS)
+            if j != i and floor_of(j) <= floor_of(i)
+        ) or "no module of ours"
         modules = ", ".join(f"`{m}`" for m in layer_modules(layer, root))
         folder = "`jaxrl/*.py`" if layer.name == "api" else f"`{layer.folder}/`"
         rows.append(f"| {layer.name} | {folder} | {modules} | {below} | {layer.holds} |")
