@@ -28,7 +28,7 @@ takes its mode). The runs must each have one member and see the same observation
 
 ``--b-line-run`` and ``--meander-run`` play one defender per Red instead, as the leaderboard's
 first two entries did: both networks see every observation (each with its own recurrent
-state), and :func:`envs.cyber.fingerprint.update_verdict` picks whose action Blue takes: the
+state), and :func:`jaxrl.envs.cyber.fingerprint.update_verdict` picks whose action Blue takes: the
 B_line run's until the observation of step 3 tells the Reds apart, then the run of the Red it
 names, for the rest of the episode (:class:`RedGated`). Each run is typically trained on its
 own Red (``env.kwargs.red_agent=1`` or ``2``). Either side may itself be an ensemble (commas).
@@ -57,10 +57,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from jaxrl.envs.cyber import fingerprint
+from jaxrl.envs.cyber import red as cyber_red
+from jaxrl.envs.cyber import tables as cyber_tables
 
-from envs.cyber import fingerprint
-from envs.cyber import red as cyber_red
-from envs.cyber import tables as cyber_tables
 from jaxrl.commands.evaluate import run_episodes
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.core.acting import PolicyParams

@@ -23,8 +23,8 @@ from typing import Any
 
 import jax
 import numpy as np
+from jaxrl.envs.cyber import tables as tb
 
-from envs.cyber import tables as tb
 from jaxrl.config import ConfigError
 from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import load_policy

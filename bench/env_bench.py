@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-import envs
+from jaxrl import envs
 
 from .figures import (
     Figure,

@@ -69,7 +69,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import envs
+from jaxrl import envs
 from jaxrl.config import Config, ConfigError, load_config, parse_overrides
 from jaxrl.run.setup import make_setup
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import envs
+from jaxrl import envs
 from jaxrl.config import Config
 from jaxrl.core.types import RunnerState
 from jaxrl.run.setup import Setup, make_setup

@@ -11,7 +11,7 @@ run records so that a fresh process finds a registered env again).
 Keyword overrides replace fields of the env's default ``EnvParams``; a field that is itself a
 struct (e.g. Soccer's ``reward``) takes a mapping of its own fields (:func:`override_params`).
 What an env can do beyond the gymnax contract (agent slots, two teams, a renderer) it
-declares as in :mod:`envs.protocols`.
+declares as in :mod:`jaxrl.envs.protocols`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,12 @@ from typing import Any
 import gymnax
 import jax
 import jax.numpy as jnp
-
-from envs import protocols, suites
-from envs.domains import Interval, declare_domains
-from envs.params import nest_dotted, override_params
-from envs.probes import MemoryProbe
-from envs.suites import legacy
-from envs.wrappers import (
+from jaxrl.envs import protocols, suites
+from jaxrl.envs.domains import Interval, declare_domains
+from jaxrl.envs.params import nest_dotted, override_params
+from jaxrl.envs.probes import MemoryProbe
+from jaxrl.envs.suites import legacy
+from jaxrl.envs.wrappers import (
     ActionRepeat,
     EpisodeStatistics,
     Float32,
@@ -198,7 +197,7 @@ def resolve(name: str, fallback: str = "") -> Callable[[], Any]:
     """The factory of env ``name``: the one lookup every command goes through.
 
     Looked up in order: envs registered in this process (ours included), gymnax's names,
-    a suite's env ``"<suite>:<env id>"`` (:mod:`envs.suites`), an import path
+    a suite's env ``"<suite>:<env id>"`` (:mod:`jaxrl.envs.suites`), an import path
     ``"pkg.module:Factory"``, the ``jaxrl.envs`` entry points of installed packages, and
     finally ``fallback`` (a run's recorded ``env.source``, an import path).
 
@@ -295,7 +294,7 @@ def make(
     if not found and not isinstance(env, protocols.Env):
         raise ValueError(
             f"env {name!r}: its factory returned {type(env).__name__}, not a gymnax-1.x env "
-            "(reset, step, action_space, observation_space, default_params; see envs.protocols.Env)"
+            "(reset, step, action_space, observation_space, default_params; see jaxrl.envs.protocols.Env)"
         )
     params = env.default_params
     try:
@@ -325,12 +324,12 @@ _LEGACY_STEP: dict[tuple[str, type], bool] = {}
 
 
 def _adapt_step(name: str, env: Any) -> Any:
-    """``env``, or :class:`envs.suites.legacy.LegacyStep` if its step returns five values.
+    """``env``, or :class:`jaxrl.envs.suites.legacy.LegacyStep` if its step returns five values.
 
     The step's arity is traced once per name (``jax.eval_shape``: no compute). An object that
     is not an env is left to :func:`make`'s own check, and so is a step that fails to trace
     (a Python ``if`` on a traced value, a foreign space, wrong shapes): the env checker
-    (:mod:`envs.check`, run before every training) names the cause in one line.
+    (:mod:`jaxrl.envs.check`, run before every training) names the cause in one line.
     """
     if not isinstance(env, protocols.Env):
         return env
@@ -340,7 +339,7 @@ def _adapt_step(name: str, env: Any) -> Any:
             _LEGACY_STEP[key] = legacy.adapt(env, name) is not env
         except legacy.StepArityError:
             raise
-        except Exception:  # noqa: BLE001 - a step that does not trace: envs.check says why
+        except Exception:  # noqa: BLE001 - a step that does not trace: jaxrl.envs.check says why
             return env
     return legacy.LegacyStep(env) if _LEGACY_STEP[key] else env
 
@@ -362,14 +361,14 @@ def _register_builtin(name: str, factory: Callable[[], Any]) -> None:
 _register_builtin("CartPole-masked-v1", _masked_cartpole)
 _register_builtin("MemoryProbe", MemoryProbe)
 
-from envs.soccer import Soccer  # noqa: E402 - registered after the registry is defined
+from jaxrl.envs.soccer import Soccer  # noqa: E402 - registered after the registry is defined
 
 _register_builtin("Soccer", Soccer)
 
-from envs.cyber import Cage2  # noqa: E402 - registered after the registry is defined
+from jaxrl.envs.cyber import Cage2  # noqa: E402 - registered after the registry is defined
 
 _register_builtin("CAGE2", Cage2)
 
-from envs.grid import MettaArena  # noqa: E402
+from jaxrl.envs.grid import MettaArena  # noqa: E402
 
 _register_builtin("MettaArena", MettaArena)

@@ -7,11 +7,11 @@ error the trainer would hit later (an 85-line flax ``ScopeParamShapeError`` for 
 that do not match the space, a 48-line ``TracerBoolConversionError`` for a Python ``if`` in
 ``step_env``).
 
-- :func:`make` builds the env (:func:`envs.make`); a factory that raises is one line.
+- :func:`make` builds the env (:func:`jaxrl.envs.make`); a factory that raises is one line.
 - :func:`check_abstract` traces ``reset`` and ``step`` under ``vmap`` with
   :func:`jax.eval_shape` (no compile, no compute): the gymnax version, the spaces' classes,
   the step's arity and return types, observations against the observation space, Python
-  control flow on traced values, and the declarations of :mod:`envs.protocols`. The trainer
+  control flow on traced values, and the declarations of :mod:`jaxrl.envs.protocols`. The trainer
   runs it at every config load (``jaxrl.config.env.build_env``).
 - :func:`check_running` steps the env for real, jitted and vmapped, once: finite values and
   the time limit (``max_steps_in_episode`` truncates, it does not terminate). ``jaxrl
@@ -35,10 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
 from gymnax.wrappers.purerl import GymnaxWrapper
+from jaxrl.envs import protocols
+from jaxrl.envs.wrappers import action_shape, legal_actions
 
-import envs
-from envs import protocols
-from envs.wrappers import action_shape, legal_actions
+from jaxrl import envs
 
 GYMNAX_PIN = "pip install --force-reinstall 'gymnax>=1.0,<2'"
 TRACED_FLOW = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)
@@ -173,7 +173,7 @@ def check_gymnax() -> None:
 def make(
     name: str, *, source: str = "", make_kwargs: dict[str, Any] | None = None, **overrides: Any
 ) -> tuple[Any, Any]:
-    """:func:`envs.make`, with any failure of the env's factory as one line.
+    """:func:`jaxrl.envs.make`, with any failure of the env's factory as one line.
 
     Raises:
       EnvCheckError: an unknown name, a factory that raises (its exception's type, message
@@ -215,7 +215,7 @@ def check_spaces(name: str, env: Any, params: Any) -> tuple[Any, Any]:
         raise EnvCheckError(
             f"env {name!r}: its observation_space is gymnax's {type(obs_space).__name__}; the "
             "trainer takes one array per observation: flatten it into a float32 Box row and "
-            "declare its leaves (envs.protocols.StructuredObservation)"
+            "declare its leaves (jaxrl.envs.protocols.StructuredObservation)"
         )
     if not isinstance(act_space, (spaces.Discrete, spaces.Box)):
         raise EnvCheckError(
@@ -325,7 +325,7 @@ def check_observation(name: str, where: str, obs: Any, space: Any) -> None:
         raise EnvCheckError(
             f"env {name!r}: {where} returns a {type(obs).__name__} observation; the trainer "
             "takes one float32 array: flatten it (declare its leaves with "
-            "envs.protocols.StructuredObservation)"
+            "jaxrl.envs.protocols.StructuredObservation)"
         )
     space_shape, space_dtype = tuple(space.shape), jnp.dtype(space.dtype).name
     if _shape(obs) != space_shape:
@@ -409,7 +409,7 @@ def check_agents(name: str, env: Any, reward: Any) -> tuple[str, ...]:
         slots = f"num_agents = {agents}" if agents > 1 else "a single-agent env"
         raise EnvCheckError(
             f"env {name!r}: step's reward has shape {_shape(reward)}, expected {want} for "
-            f"{slots} (envs.protocols.MultiAgentEnv declares num_agents)"
+            f"{slots} (jaxrl.envs.protocols.MultiAgentEnv declares num_agents)"
         )
     teams = protocols.two_team(env)
     if teams is None:
@@ -423,7 +423,7 @@ def check_agents(name: str, env: Any, reward: Any) -> tuple[str, ...]:
 
 
 def check_mask(name: str, env: Any, params: Any, state: Any, act_space: Any) -> tuple[str, ...]:
-    """The action mask of an :class:`envs.protocols.ActionMaskEnv`: bool ``[n]`` or ``[A, n]``.
+    """The action mask of an :class:`jaxrl.envs.protocols.ActionMaskEnv`: bool ``[n]`` or ``[A, n]``.
 
     Raises:
       EnvCheckError: a mask on a non-discrete action space, or of another shape or dtype.
@@ -447,7 +447,7 @@ def check_mask(name: str, env: Any, params: Any, state: Any, act_space: Any) -> 
 
 
 def check_leaves(name: str, env: Any, obs: Any) -> tuple[str, ...]:
-    """The leaves of a :class:`envs.protocols.StructuredObservation` fill its flat row.
+    """The leaves of a :class:`jaxrl.envs.protocols.StructuredObservation` fill its flat row.
 
     Raises:
       EnvCheckError: the leaves' sizes do not sum to the observation row's size.
@@ -557,7 +557,7 @@ def check(name: str, env: Any, params: Any, *, running: bool = False) -> EnvSumm
     if not isinstance(env, protocols.Env):
         raise EnvCheckError(
             f"env {name!r}: {type(env).__name__} is not a gymnax-1.x env (reset, step, "
-            "action_space, observation_space, default_params; see envs.protocols.Env)"
+            "action_space, observation_space, default_params; see jaxrl.envs.protocols.Env)"
         )
     obs_space, act_space = check_spaces(name, env, params)
     reset_obs, state = trace_reset(name, env, params)

@@ -8,10 +8,10 @@ A field declares its domain in its dataclass metadata, with :func:`param`::
 
 Every way a value enters (config ``env.kwargs``, curriculum stages, evaluation lanes, the
 exploiters' env, ``--env-param`` of evaluate, tournament and render, sweeps and PBT bounds)
-passes :func:`check_value`, through :func:`envs.params.override_params` or
-:func:`envs.params.check_overrides`: a value outside is one line naming the key, the value
+passes :func:`check_value`, through :func:`jaxrl.envs.params.override_params` or
+:func:`jaxrl.envs.params.check_overrides`: a value outside is one line naming the key, the value
 and the domain. A field without a declared domain takes any value of its kind (its dtype is
-still checked). Domains are a :class:`envs.protocols.Domain`; env authors may write their own.
+still checked). Domains are a :class:`jaxrl.envs.protocols.Domain`; env authors may write their own.
 Params classes one cannot edit (gymnax's) get theirs from :func:`declare_domains`.
 """
 
@@ -24,8 +24,7 @@ from typing import Any
 
 import numpy as np
 from flax import struct
-
-from envs.protocols import Domain
+from jaxrl.envs.protocols import Domain
 
 DOMAIN_KEY = "domain"  # the dataclass metadata key of a field's domain
 

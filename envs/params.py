@@ -6,7 +6,7 @@ YAML. Everything that reads, replaces or checks such paths lives here: overrides
 (:func:`override_params`, :func:`nest_dotted`, :func:`flatten`), single leaves
 (:func:`get_path`, :func:`replace_path`) and config validation (:func:`check_overrides`).
 Both :func:`override_params` and :func:`check_overrides` check a value against the domain its
-field declares (:mod:`envs.domains`), so every way a value enters is checked.
+field declares (:mod:`jaxrl.envs.domains`), so every way a value enters is checked.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
-
-from envs.domains import check_value, domain_of
+from jaxrl.envs.domains import check_value, domain_of
 
 
 def is_struct(value: Any) -> bool:

@@ -3,11 +3,11 @@
 - :class:`MemoryProbe`: recall a cue after a delay (a recurrent core).
 - :class:`PixelProbe`: which half of a small image a bright pixel is in (a CNN on the JAX path).
 - :class:`DictProbe`: an image leaf and a flag leaf of a structured observation, both needed.
-- :class:`MaskedBandit`: an :class:`envs.protocols.ActionMaskEnv` whose illegal action pays
+- :class:`MaskedBandit`: an :class:`jaxrl.envs.protocols.ActionMaskEnv` whose illegal action pays
   more than any legal one: a learner that ignored the mask would learn to cheat.
 - :class:`Nim`: a two-player turn-based game with legal moves (a
-  :class:`envs.protocols.TwoTeamEnv`, :class:`~envs.protocols.TurnBasedEnv` and
-  :class:`~envs.protocols.ActionMaskEnv`), small enough for a league test.
+  :class:`jaxrl.envs.protocols.TwoTeamEnv`, :class:`~jaxrl.envs.protocols.TurnBasedEnv` and
+  :class:`~jaxrl.envs.protocols.ActionMaskEnv`), small enough for a league test.
 - :class:`CoopNim`: the same rules, both slots driven by one learner (a single-team
   turn-based env).
 """
@@ -21,9 +21,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
-
-from envs.domains import Interval, param
-from envs.protocols import ObsLeaf, ObsLeaves
+from jaxrl.envs.domains import Interval, param
+from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 
 
 @struct.dataclass
@@ -179,7 +178,7 @@ class PixelProbe(environment.Environment[PixelProbeState, PixelProbeParams]):
 
 
 class DictProbe(PixelProbe):
-    """A dict observation (:class:`envs.protocols.StructuredObservation`): image and flag.
+    """A dict observation (:class:`jaxrl.envs.protocols.StructuredObservation`): image and flag.
 
     Observation: float32 ``[size * size + 2]``, the leaves ``grid`` (``[size, size, 1]``,
     :class:`PixelProbe`'s image) and ``flag`` (``[2]``, one-hot of a uniform bit). Action

@@ -18,7 +18,7 @@ trainer asks with ``isinstance`` against these protocols instead of probing attr
 - :class:`RenderableEnv` (``renderer``): the import path of a module that draws the env's
   states (:class:`Renderer`), imported only when a clip is rendered.
 - :class:`Domain`: the values an ``EnvParams`` field allows, declared beside the field in
-  its metadata (:func:`envs.domains.param`) and checked wherever a value enters.
+  its metadata (:func:`jaxrl.envs.domains.param`) and checked wherever a value enters.
 - :class:`ActionMaskEnv` (``action_mask``): the legal discrete actions of a state; acting,
   the loss's log-probabilities and the entropy see only those.
 - :class:`TurnBasedEnv` (``current_player``): a multi-agent env where one slot moves per
@@ -34,7 +34,7 @@ trainer asks with ``isinstance`` against these protocols instead of probing attr
 Soccer is a :class:`VariableTeamSize`, :class:`RenderableEnv` and
 :class:`EntityObservation`; MettaArena a
 :class:`MultiAgentEnv` and :class:`RenderableEnv`; CAGE2, MemoryProbe and gymnax's envs are
-plain :class:`Env`\\ s. The wrappers of :mod:`envs.wrappers` (gymnax ``GymnaxWrapper``\\ s)
+plain :class:`Env`\\ s. The wrappers of :mod:`jaxrl.envs.wrappers` (gymnax ``GymnaxWrapper``\\ s)
 keep the contract of the env they wrap, so the helpers below look through them
 (:func:`unwrapped`): with Python >= 3.12 ``isinstance`` reads attributes statically and would
 not see the ones a wrapper forwards.
@@ -142,7 +142,7 @@ class VariableTeamSize(TwoTeamEnv, Protocol):
 class RenderableEnv(Env, Protocol):
     """An env with a renderer: ``renderer`` is the import path of a :class:`Renderer`."""
 
-    renderer: str  # e.g. "envs.soccer.render", imported on demand (it needs Pillow)
+    renderer: str  # e.g. "jaxrl.envs.soccer.render", imported on demand (it needs Pillow)
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,7 @@ class EntityObservation(Env, Protocol):
 
 @runtime_checkable
 class Renderer(Protocol):
-    """Host-side drawing of an env's states (a module, e.g. :mod:`envs.soccer.render`)."""
+    """Host-side drawing of an env's states (a module, e.g. :mod:`jaxrl.envs.soccer.render`)."""
 
     STEP_DT: float  # seconds of clip per env step at the natural pace
 
@@ -288,7 +288,7 @@ class Renderer(Protocol):
 
 @runtime_checkable
 class Domain(Protocol):
-    """The values an ``EnvParams`` field allows, declared in its metadata (:mod:`envs.domains`:
+    """The values an ``EnvParams`` field allows, declared in its metadata (:mod:`jaxrl.envs.domains`:
     ``Interval``, ``Choices``). Checked wherever a value enters: config, stages, lanes, flags."""
 
     def contains(self, value: Any) -> bool:
@@ -405,5 +405,5 @@ def renderer(env: Any) -> Renderer | None:
         return None
     module = importlib.import_module(inner.renderer)
     if not isinstance(module, Renderer):
-        raise TypeError(f"{inner.name}: {inner.renderer} is not a renderer (see envs.protocols)")
+        raise TypeError(f"{inner.name}: {inner.renderer} is not a renderer (see jaxrl.envs.protocols)")
     return module

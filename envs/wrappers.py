@@ -14,14 +14,13 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 from gymnax.wrappers.purerl import GymnaxWrapper
-
-from envs import protocols
+from jaxrl.envs import protocols
 
 
 def action_shape(env: Any, params: Any) -> tuple[int, ...]:
     """The shape of the action ``env.step`` takes: the action space's, led by [A] if multi-agent.
 
-    A multi-agent env (a :class:`envs.protocols.MultiAgentEnv` with ``num_agents > 1``:
+    A multi-agent env (a :class:`jaxrl.envs.protocols.MultiAgentEnv` with ``num_agents > 1``:
     Soccer, MettaArena) takes one action per agent slot.
     """
     shape = tuple(env.action_space(params).shape)
@@ -47,7 +46,7 @@ class Wrapper(GymnaxWrapper):
     gymnax's ``GymnaxWrapper`` keeps the env (``self._env = env``) and forwards the attributes
     the wrapper itself lacks (spaces, name, default_params) through ``__getattr__``; this adds
     ``unwrapped`` and pass-through ``reset``/``step``, so a subclass overrides only what it
-    changes. A wrapper keeps the contract of the env it wraps (:mod:`envs.protocols`: agent
+    changes. A wrapper keeps the contract of the env it wraps (:mod:`jaxrl.envs.protocols`: agent
     slots, teams, renderer): the protocol helpers look through it.
     """
 
@@ -138,14 +137,14 @@ def unwrap_state(state: Any) -> Any:
 
 def legal_actions(env: Any, state: Any, params: Any) -> jax.Array | None:
     """bool ``[num_actions]`` (``[A, num_actions]``) legal actions of a (wrapped) env's
-    ``state``, or None if the env declares none (:class:`envs.protocols.ActionMaskEnv`)."""
+    ``state``, or None if the env declares none (:class:`jaxrl.envs.protocols.ActionMaskEnv`)."""
     inner = protocols.action_masked(env)
     return None if inner is None else inner.action_mask(unwrap_state(state), params)
 
 
 def player_to_move(env: Any, state: Any, params: Any) -> jax.Array | None:
     """int32 ``()`` slot to move in a (wrapped) turn-based env's ``state``, or None if the env
-    is not turn-based (:class:`envs.protocols.TurnBasedEnv`)."""
+    is not turn-based (:class:`jaxrl.envs.protocols.TurnBasedEnv`)."""
     inner = protocols.turn_based(env)
     return None if inner is None else inner.current_player(unwrap_state(state), params)
 
@@ -228,7 +227,7 @@ class Float32(Wrapper):
     """Observations (and ``info["final_observation"]``) and rewards as float32.
 
     A few gymnax envs return integer observations (``FourRooms-misc``, ``FrozenLake-misc``)
-    or rewards (``BernoulliBandit-misc``, ``UmbrellaChain-bsuite``); :func:`envs.make` wraps
+    or rewards (``BernoulliBandit-misc``, ``UmbrellaChain-bsuite``); :func:`jaxrl.envs.make` wraps
     those so that every registered env meets the same contract (float32 rewards, float32
     observations or, for byte grids that say so in their observation space, uint8).
     """

@@ -13,7 +13,7 @@ The folders are the layers, each importing only the ones before it
 (the PPO core and the match step), ``features`` (what rides on the step: curriculum,
 evaluation lanes, PBT), ``league`` (self-play and its population), ``run`` (build, compose,
 drive and checkpoint a run), ``hostenv`` (envs stepped on the host), ``commands`` (the command
-lines). The envs are :mod:`envs`.
+lines). The envs are :mod:`jaxrl.envs`.
 
 Nothing is imported until a name is used (JAX starts a backend when gymnax is imported,
 and ``python -m jaxrl.train`` must join its processes before that).

@@ -186,8 +186,8 @@ def env_name(env: Any) -> str:
     or a notebook, and an env instance, are registered under their (class) name, replacing an
     earlier registration of that name.
     """
-    import envs  # noqa: PLC0415
-    from envs import protocols  # noqa: PLC0415
+    from jaxrl import envs  # noqa: PLC0415
+    from jaxrl.envs import protocols  # noqa: PLC0415
 
     if isinstance(env, str):
         return env
@@ -209,7 +209,7 @@ def _factory_name(factory: Callable[[], Any]) -> str:
     """The import path of a class or factory, else its name (registered in this process)."""
     import inspect  # noqa: PLC0415
 
-    import envs  # noqa: PLC0415
+    from jaxrl import envs  # noqa: PLC0415
 
     path = envs.import_path(factory)
     if path:
@@ -308,8 +308,8 @@ def register_run_env(run_dir: str | Path, env: Any) -> None:
         return
     import yaml  # noqa: PLC0415
 
-    import envs  # noqa: PLC0415
-    from envs import protocols  # noqa: PLC0415
+    from jaxrl import envs  # noqa: PLC0415
+    from jaxrl.envs import protocols  # noqa: PLC0415
 
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():

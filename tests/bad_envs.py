@@ -89,7 +89,7 @@ class OldApi(Good):
 
 
 class AdaptedOldApi(GymnaxWrapper):
-    """:class:`OldApi` adapted to 6 values, as ``envs.make`` adapts an old-API env."""
+    """:class:`OldApi` adapted to 6 values, as ``jaxrl.envs.make`` adapts an old-API env."""
 
     def __init__(self):
         super().__init__(OldApi())

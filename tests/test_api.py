@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
 import jaxrl
+from jaxrl import envs
 from jaxrl.config import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The env checker (:mod:`envs.check`, ``jaxrl check-env``) and its run at every config load.
+"""The env checker (:mod:`jaxrl.envs.check`, ``jaxrl check-env``) and its run at every config load.
 
 The bad envs are tests/bad_envs.py, imported by path (``bad_envs:<Class>``) as a user's own
 env is. Each failure must be exactly one line naming the env, the problem and the fix.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import gymnax
 import pytest
+from jaxrl.envs import check
 
-from envs import check
 from jaxrl.commands import check_env
 from jaxrl.commands import train as train_module
 from jaxrl.commands.cli import main as cli_main
@@ -131,7 +131,7 @@ def test_each_broken_rule_is_one_line(env, message):
 def test_an_old_api_env_by_import_path_is_adapted_and_passes():
     """A five-value step (gymnax < 1.0) is no failure any more: envs.make wraps it in
     LegacyStep, and the adapted env meets every rule the checker reads."""
-    from envs.suites.legacy import LegacyStep  # noqa: PLC0415
+    from jaxrl.envs.suites.legacy import LegacyStep  # noqa: PLC0415
 
     env, params = check.make("bad_envs:OldApi")
     assert isinstance(env, LegacyStep)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import yaml
 from flax import struct
+from jaxrl.envs import suites
 
-import envs
-from envs import suites
+from jaxrl import envs
 from jaxrl.config import (
     Config,
     ConfigError,
@@ -416,7 +416,7 @@ class _OuterParams(struct.PyTreeNode):
 
 
 class _StaticFieldEnv(gymnax.environments.environment.Environment):
-    """The smallest env on :class:`_OuterParams` that passes the env check (envs.check)."""
+    """The smallest env on :class:`_OuterParams` that passes the env check (jaxrl.envs.check)."""
 
     default_params = _OuterParams()
 
@@ -588,7 +588,7 @@ def test_lossy_env_values_are_refused_in_one_line(overrides, message):
 
 
 def test_array_leaves_keep_dtype_and_shape():
-    from envs.params import cast_value  # noqa: PLC0415
+    from jaxrl.envs.params import cast_value  # noqa: PLC0415
 
     leaf = jax.numpy.zeros(3, jax.numpy.int32)
     cast = cast_value("w", [1, 2.0, 3], leaf)

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
+from jaxrl import envs
 from jaxrl.commands.train import train
 from jaxrl.config import CurriculumConfig, StageConfig, load_config
 from jaxrl.features.curriculum import CurriculumState, advance, make_spec, stage_params, window_mean

@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs.cyber import blue, red
+from jaxrl.envs.cyber import env as cage
+from jaxrl.envs.cyber import tables as tb
 
-import envs
 from bench.research import cyber_fidelity
-from envs.cyber import blue, red
-from envs.cyber import env as cage
-from envs.cyber import tables as tb
+from jaxrl import envs
 
 ENV, PARAMS = envs.make("CAGE2")
 QUIET = PARAMS.replace(green_agent=False)  # no GreenAgent noise: deterministic tables

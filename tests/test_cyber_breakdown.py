@@ -7,11 +7,11 @@ import json
 import jax
 import numpy as np
 import pytest
+from jaxrl.envs.cyber import red
+from jaxrl.envs.cyber import tables as tb
 
 from bench.research import cyber_breakdown as cb
 from bench.research import cyber_trace
-from envs.cyber import red
-from envs.cyber import tables as tb
 from jaxrl.commands.train import train
 from tests.conftest import make_tiny_config
 from tests.test_cyber_defender import TINY_CAGE
@@ -159,7 +159,7 @@ def test_trace_records_every_step_as_the_peer_does(cage_run, tmp_path, capsys):
 
 @pytest.mark.parametrize("action_set", ["full", "reduced"])
 def test_foothold_restore_plays_a_restore_of_each_user_host(action_set):
-    from envs.cyber import env as cyber_env
+    from jaxrl.envs.cyber import env as cyber_env
 
     users = np.asarray(cb.USER_HOSTS, np.int32)
     actions = np.asarray(cb.foothold_restore(users, action_set))

@@ -2,7 +2,7 @@
 
 PolicyBlue plays the exported defender in real CybORG from what a Blue agent has there (the
 52-bit table, its own actions and their success). Here it plays beside jaxrl's CAGE2: at every
-step its observation must equal ``envs.cyber.env.observe``, its logits the network's, and
+step its observation must equal ``jaxrl.envs.cyber.env.observe``, its logits the network's, and
 its CybORG action ``expand_action``'s.
 """
 
@@ -12,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs.cyber import env as cage
+from jaxrl.envs.cyber import fingerprint, red
+from jaxrl.envs.cyber import tables as tb
 
 from bench import cyber_export
 from bench.research.cyber_peer import PairBlue, PolicyBlue, make_blue
-from envs.cyber import env as cage
-from envs.cyber import fingerprint, red
-from envs.cyber import tables as tb
 from jaxrl.commands.train import train
 from jaxrl.run.play import load_policy
 from tests.conftest import make_tiny_config

@@ -1,4 +1,4 @@
-"""envs.cyber.fingerprint: telling B_line from Meander by what Blue sees."""
+"""jaxrl.envs.cyber.fingerprint: telling B_line from Meander by what Blue sees."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from envs.cyber import Cage2, EnvParams, blue, fingerprint, observe, red
+from jaxrl.envs.cyber import Cage2, EnvParams, blue, fingerprint, observe, red
 
 EPISODES = 48  # per Red, Blue and bug setting
 STEPS = 30  # one 30-step episode each (the env's length is set longer: no reset inside)

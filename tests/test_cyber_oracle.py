@@ -3,12 +3,12 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxrl.envs.cyber import env as cage
+from jaxrl.envs.cyber import red
+from jaxrl.envs.cyber import tables as tb
 
-import envs
 from bench.research import cyber_oracle
-from envs.cyber import env as cage
-from envs.cyber import red
-from envs.cyber import tables as tb
+from jaxrl import envs
 
 
 def _state(user: int) -> cage.EnvState:

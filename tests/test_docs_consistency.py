@@ -8,7 +8,7 @@ import re
 import typing
 from pathlib import Path
 
-from envs import protocols
+from jaxrl.envs import protocols
 
 ROOT = Path(__file__).resolve().parent.parent
 # Paths that exist on one machine only: a home or workspace folder, pytest's temporary
@@ -39,7 +39,7 @@ def test_the_pattern_catches_what_it_should():
 
 def test_every_env_protocol_is_on_the_api_page():
     page = (ROOT / "docs" / "reference" / "api.md").read_text()
-    block = page[page.index("::: envs.protocols") :]
+    block = page[page.index("::: jaxrl.envs.protocols") :]
     listed = set(re.findall(r"^\s+- (\w+)$", block, re.MULTILINE))
     defined = {
         name

@@ -1,4 +1,4 @@
-"""Env parameter domains (envs.domains): declared beside each field, checked wherever a value
+"""Env parameter domains (jaxrl.envs.domains): declared beside each field, checked wherever a value
 enters, refused in one line naming the key, the value and the domain (exit 2 on a command)."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import dataclasses
 
 import numpy as np
 import pytest
+from jaxrl.envs import protocols
+from jaxrl.envs.domains import DOMAIN_KEY, NON_NEGATIVE, Choices, Interval, check_value
 
-import envs
-from envs import protocols
-from envs.domains import DOMAIN_KEY, NON_NEGATIVE, Choices, Interval, check_value
+from jaxrl import envs
 from jaxrl.config import ConfigError, config_from_dict, load_config
 
 CAGE2_RED = "one of -1 (drawn per episode), 0 (Sleep), 1 (B_line), 2 (Meander)"

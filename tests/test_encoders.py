@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs.probes import DictProbe
+from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 
-from envs.probes import DictProbe
-from envs.protocols import ObsLeaf, ObsLeaves
 from jaxrl.commands.train import train
 from jaxrl.config import ConfigError, load_config
 from jaxrl.core.encoders import ImageEncoder, LeafEncoding, ObsEncoder, plan_encoders
@@ -164,13 +164,13 @@ def _load(*overrides: str):
     "overrides, message",
     [
         (
-            ["env.name=envs.probes:PixelProbe", "network.encoder=nature"],
-            "network.encoder: nature needs images of at least 36x36; envs.probes:PixelProbe "
+            ["env.name=jaxrl.envs.probes:PixelProbe", "network.encoder=nature"],
+            "network.encoder: nature needs images of at least 36x36; jaxrl.envs.probes:PixelProbe "
             "observations are 12x12x1: use small or auto",
         ),
         (
-            ["env.name=envs.probes:DictProbe", "network.encoder=nature"],
-            "network.encoder: nature needs images of at least 36x36; envs.probes:DictProbe "
+            ["env.name=jaxrl.envs.probes:DictProbe", "network.encoder=nature"],
+            "network.encoder: nature needs images of at least 36x36; jaxrl.envs.probes:DictProbe "
             "leaf 'grid' is 6x6x1: use small or auto",
         ),
         (
@@ -184,8 +184,8 @@ def _load(*overrides: str):
         ),
         (["network.cnn_channels=[]"], "network.cnn_channels must be positive channel counts"),
         (
-            ["env.name=envs.probes:PixelProbe", "network.entity_width=8"],
-            "network.entity_width: envs.probes:PixelProbe has image observations",
+            ["env.name=jaxrl.envs.probes:PixelProbe", "network.entity_width=8"],
+            "network.entity_width: jaxrl.envs.probes:PixelProbe has image observations",
         ),
     ],
 )
@@ -254,9 +254,9 @@ def _learned(tmp_path, name: str, total_steps: int, *extra: str) -> float:
 
 def test_pixel_probe_learns_with_the_cnn(tmp_path):
     """Which half the bright pixel of a 12x12 image is in: 0.5 without reading the image."""
-    assert _learned(tmp_path, "envs.probes:PixelProbe", 3072) > 0.9
+    assert _learned(tmp_path, "jaxrl.envs.probes:PixelProbe", 3072) > 0.9
 
 
 def test_dict_probe_learns_from_both_leaves(tmp_path):
     """The action is ``2 * half + flag``: 0.5 at best from either leaf alone."""
-    assert _learned(tmp_path, "envs.probes:DictProbe", 4096) > 0.9
+    assert _learned(tmp_path, "jaxrl.envs.probes:DictProbe", 4096) > 0.9

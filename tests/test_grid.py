@@ -14,12 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs.grid import env as arena
+from jaxrl.envs.grid import reference as grid_reference
+from jaxrl.envs.grid import rules as grid_rules
 
-import envs
 from bench.hlo_audit import parse_hlo
-from envs.grid import env as arena
-from envs.grid import reference as grid_reference
-from envs.grid import rules as grid_rules
+from jaxrl import envs
 from jaxrl.core import prng
 
 SPEC = arena.GridSpec(

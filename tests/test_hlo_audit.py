@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
+from jaxrl.envs.grid import env as arena
 
 from bench.hlo_audit import (
     CI_WORKLOADS,
@@ -17,7 +18,6 @@ from bench.hlo_audit import (
     parse_instruction,
     reachable,
 )
-from envs.grid import env as arena
 from jaxrl.core.permutation import target_platform
 from jaxrl.core.rollout import ENV_STEP_SCOPE, TRUNCATION_SCOPE
 

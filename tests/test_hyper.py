@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from flax import struct
 
-import envs
+from jaxrl import envs
 from jaxrl.commands import evaluate as evaluate_cli
 from jaxrl.commands.train import train
 from jaxrl.config import SWEEPABLE, ConfigError, load_config

@@ -24,9 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module_name(path: Path, root: Path) -> str:
+    """The module a file imports as: ``envs/`` installs as ``jaxrl.envs`` (pyproject.toml)."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
+    if parts[:1] == ["envs"]:
+        parts.insert(0, "jaxrl")
     return ".".join(parts)
 
 
@@ -208,6 +211,8 @@ def tree_files(root: Path) -> dict[str, Path]:
 def layer_of(module: str, layers: tuple[Layer, ...] = LAYERS) -> int:
     """Index in ``layers`` of the folder that holds ``module`` (the deepest folder wins)."""
     path = module.replace(".", "/")
+    if path == "jaxrl/envs" or path.startswith("jaxrl/envs/"):  # the envs/ folder
+        path = path.removeprefix("jaxrl/")
     best = max(
         (layer.folder.count("/"), i)
         for i, layer in enumerate(layers)
@@ -247,7 +252,7 @@ def test_layer_checks_find_an_injected_cycle_and_upward_arrow(tmp_path):
     for name in ("envs/__init__", "jaxrl/__init__", "jaxrl/core/__init__", "jaxrl/api"):
         (tmp_path / f"{name}.py").write_text("")
     (tmp_path / "envs/a.py").write_text("import numpy\n")
-    (tmp_path / "jaxrl/core/b.py").write_text("from envs import a\n")
+    (tmp_path / "jaxrl/core/b.py").write_text("from jaxrl.envs import a\n")
     (tmp_path / "jaxrl/api.py").write_text("from jaxrl.core.b import x\n")
     edges = import_graph(tmp_path, "", files=tree_files(tmp_path))
     assert upward_arrows(edges, layers) == [] and find_cycle(edges) is None
@@ -255,18 +260,18 @@ def test_layer_checks_find_an_injected_cycle_and_upward_arrow(tmp_path):
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import jaxrl.core.b\n"
     )
     edges = import_graph(tmp_path, "", files=tree_files(tmp_path))
-    assert upward_arrows(edges, layers) == ["envs.a (low) -> jaxrl.core.b (mid)"]
+    assert upward_arrows(edges, layers) == ["jaxrl.envs.a (low) -> jaxrl.core.b (mid)"]
     assert find_cycle(import_graph(tmp_path, "", files=tree_files(tmp_path), typing=False)) is None
     (tmp_path / "envs/a.py").write_text("def f():\n    from jaxrl import api\n")
     edges = import_graph(tmp_path, "", files=tree_files(tmp_path))
-    assert upward_arrows(edges, layers) == ["envs.a (low) -> jaxrl.api (top)"]
-    assert find_cycle(edges) == ["envs.a", "jaxrl.api", "jaxrl.core.b", "envs.a"]
+    assert upward_arrows(edges, layers) == ["jaxrl.envs.a (low) -> jaxrl.api (top)"]
+    assert find_cycle(edges) == ["jaxrl.api", "jaxrl.core.b", "jaxrl.envs.a", "jaxrl.api"]
 
 
 def test_no_import_cycle_in_jaxrl_or_envs():
     """No cycle anywhere in the two trees, across packages and through lazy imports."""
     edges = without_pending(import_graph(ROOT, "", files=tree_files(ROOT), typing=False))
-    assert "envs.soccer.rule_policy" in edges and "jaxrl.config.root" in edges
+    assert "jaxrl.envs.soccer.rule_policy" in edges and "jaxrl.config.root" in edges
     assert find_cycle(edges) is None
 
 
@@ -332,7 +337,7 @@ def test_developer_floors_table_is_the_layers():
 
 
 def test_developer_guide_names_only_what_exists():
-    """Every ``jaxrl.x.y`` / ``envs.x.y`` name and ``jaxrl/...``/``envs/...`` path in
+    """Every ``jaxrl.x.y`` / ``jaxrl.envs.x.y`` name and ``jaxrl/...``/``envs/...`` path in
     docs/developer.md exists (a module, or a top-level name of one)."""
     text = (ROOT / "docs/developer.md").read_text()
     files = tree_files(ROOT)
@@ -343,6 +348,8 @@ def test_developer_guide_names_only_what_exists():
     ]
     for dotted in set(re.findall(r"\b((?:jaxrl|envs)(?:\.\w+)+)", text)):
         parts = dotted.split(".")
+        if parts[0] == "envs":  # the folder's modules import as jaxrl.envs
+            parts.insert(0, "jaxrl")
         cut = max(i for i in range(1, len(parts) + 1) if ".".join(parts[:i]) in files)
         module, rest = ".".join(parts[:cut]), parts[cut:]
         tree = ast.parse(files[module].read_text())
@@ -376,13 +383,15 @@ def test_envs_never_import_jaxrl():
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level:
-                names = [node.module or ""]
+                module = node.module or ""
+                names = [f"{module}.{a.name}" if module == "jaxrl" else module for a in node.names]
             else:
                 continue
-            assert not any(n == "jaxrl" or n.startswith("jaxrl.") for n in names), path
+            ours = [n for n in names if n == "jaxrl" or n.startswith("jaxrl.")]
+            assert all(n == "jaxrl.envs" or n.startswith("jaxrl.envs.") for n in ours), path
 
 
-@pytest.mark.parametrize("module", ["envs.soccer.rule_policy", "envs.soccer.env"])
+@pytest.mark.parametrize("module", ["jaxrl.envs.soccer.rule_policy", "jaxrl.envs.soccer.env"])
 def test_soccer_module_imports_first_in_a_fresh_interpreter(module):
     """Each module imported first (a cycle shows as an ImportError from a partial module)."""
     result = subprocess.run(

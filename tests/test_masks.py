@@ -1,8 +1,8 @@
-"""Action masks (:class:`envs.protocols.ActionMaskEnv`): acting, the loss and a tiny run.
+"""Action masks (:class:`jaxrl.envs.protocols.ActionMaskEnv`): acting, the loss and a tiny run.
 
 Hand-computed log-probabilities and entropy on a mask, actions never illegal over many
 draws (sampled, the mode, the data-parallel sampler, scripted players), the loss's gradient
-zero on illegal logits, and :class:`envs.probes.MaskedBandit` learning its best legal play
+zero on illegal logits, and :class:`jaxrl.envs.probes.MaskedBandit` learning its best legal play
 (its illegal action pays more, so a learner blind to the mask would learn to cheat).
 """
 
@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs.probes import CoopNim, MaskedBandit
 
-from envs.probes import CoopNim, MaskedBandit
 from jaxrl.commands.evaluate import evaluate
 from jaxrl.commands.train import train
 from jaxrl.config import config_from_dict
@@ -67,7 +67,7 @@ def bandit_setup():
     return make_setup(
         config_from_dict(
             {
-                "env": {"name": "envs.probes:MaskedBandit", "num_envs": 8},
+                "env": {"name": "jaxrl.envs.probes:MaskedBandit", "num_envs": 8},
                 "network": {"hidden_sizes": [16]},
                 "ppo": {"num_steps": 8, "num_minibatches": 2, "update_epochs": 2},
             }
@@ -169,7 +169,7 @@ def test_multi_agent_rows_act_under_their_slots_masks():
     setup = make_setup(
         config_from_dict(
             {
-                "env": {"name": "envs.probes:CoopNim", "num_envs": 16},
+                "env": {"name": "jaxrl.envs.probes:CoopNim", "num_envs": 16},
                 "network": {"hidden_sizes": [8]},
                 "ppo": {"num_steps": 4, "num_minibatches": 1},
             }
@@ -206,7 +206,7 @@ def bandit_run(tmp_path_factory):
     config = config_from_dict(
         {
             "seed": 0,
-            "env": {"name": "envs.probes:MaskedBandit", "num_envs": 8},
+            "env": {"name": "jaxrl.envs.probes:MaskedBandit", "num_envs": 8},
             "network": {"hidden_sizes": [16]},
             "ppo": {
                 "num_steps": 8,

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs.soccer import IDLE, RANDOM, RULE, observe
 
-from envs.soccer import IDLE, RANDOM, RULE, observe
 from jaxrl.commands.evaluate import eval_layout
 from jaxrl.config import config_from_dict
 from jaxrl.core import opponents

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs.protocols import EntityGroup, EntityLayout
 
-import envs
-from envs.protocols import EntityGroup, EntityLayout
+from jaxrl import envs
 from jaxrl.config import load_config
 from jaxrl.core.networks import EntityEncoder
 from jaxrl.run.setup import make_setup

@@ -229,7 +229,7 @@ def test_a_jax_run_without_renderer_is_refused(jax_run, tmp_path, capsys):
     argv = ["--run-dir", str(jax_run), "--out", str(tmp_path / "x.gif")]
     assert refused(*run("render", argv, capsys)[::2]) == (
         "error: no renderer for CartPole-v1 runs (an env declares one: "
-        "envs.protocols.RenderableEnv)"
+        "jaxrl.envs.protocols.RenderableEnv)"
     )
 
 

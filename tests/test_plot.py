@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from jaxrl.envs.soccer.env import REWARD_TERMS
 
-from envs.soccer.env import REWARD_TERMS
 from jaxrl.commands import plot
 from jaxrl.commands.train import train
 from jaxrl.config import load_config

@@ -1,4 +1,4 @@
-"""The env contract of :mod:`envs.protocols`: what each env declares, and that jaxrl asks it.
+"""The env contract of :mod:`jaxrl.envs.protocols`: what each env declares, and that jaxrl asks it.
 
 Shapes are checked abstractly (``jax.eval_shape``): nothing here compiles.
 """
@@ -13,10 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import envs
-from envs import protocols
-from envs.protocols import (
+from jaxrl.envs import protocols
+from jaxrl.envs.protocols import (
     EntityGroup,
     EntityLayout,
     EntityObservation,
@@ -25,6 +23,8 @@ from envs.protocols import (
     TwoTeamEnv,
     VariableTeamSize,
 )
+
+from jaxrl import envs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,7 +140,7 @@ def test_renderer_is_a_renderer(name):
 
 def test_renderer_that_is_not_one_is_refused():
     class Broken(envs.MemoryProbe):
-        renderer = "envs.params"  # a module without render_frames
+        renderer = "jaxrl.envs.params"  # a module without render_frames
 
     with pytest.raises(TypeError, match="not a renderer"):
         protocols.renderer(Broken())

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from jaxrl.envs.probes import MemoryProbe
 
-import envs
-from envs.probes import MemoryProbe
+from jaxrl import envs
 from jaxrl.config import ConfigError, load_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,10 +52,10 @@ def test_register_same_factory_twice_is_a_no_op_another_needs_overwrite():
 
 
 def test_import_path_resolves_and_is_its_own_source():
-    env, params = envs.make("envs.probes:MemoryProbe", delay=3)
+    env, params = envs.make("jaxrl.envs.probes:MemoryProbe", delay=3)
     assert isinstance(env, MemoryProbe) and int(params.delay) == 3
-    assert envs.is_known("envs.probes:MemoryProbe")
-    assert envs.source("envs.probes:MemoryProbe") == "envs.probes:MemoryProbe"
+    assert envs.is_known("jaxrl.envs.probes:MemoryProbe")
+    assert envs.source("jaxrl.envs.probes:MemoryProbe") == "jaxrl.envs.probes:MemoryProbe"
     assert envs.source("CAGE2") == "" and envs.source("CartPole-v1") == ""
     with pytest.raises(ValueError, match=r"^env import path 'no_such_pkg:X': ModuleNotFoundError"):
         envs.make("no_such_pkg:X")
@@ -65,14 +65,14 @@ def test_import_path_resolves_and_is_its_own_source():
 
 def test_registered_factory_records_its_import_path_main_ones_none():
     envs.register("Probe-y", MemoryProbe)
-    assert envs.source("Probe-y") == "envs.probes:MemoryProbe"
+    assert envs.source("Probe-y") == "jaxrl.envs.probes:MemoryProbe"
     envs.register("Probe-z", lambda: MemoryProbe())
     assert envs.source("Probe-z") == ""  # a lambda: nothing a fresh process could import
 
 
 def test_config_with_recorded_source_finds_an_unregistered_name(tmp_path):
     """A run's env.source brings back a name registered from Python in another process."""
-    config = load_config(None, ["env.name=Gone-v0", "env.source=envs.probes:MemoryProbe"])
+    config = load_config(None, ["env.name=Gone-v0", "env.source=jaxrl.envs.probes:MemoryProbe"])
     assert config.env.name == "Gone-v0" and isinstance(envs.make("Gone-v0")[0], MemoryProbe)
     with pytest.raises(ConfigError, match=r"^env\.name: unknown environment 'Never-v0'"):
         load_config(None, ["env.name=Never-v0"])
@@ -184,7 +184,7 @@ def test_saved_config_of_a_python_registered_env_loads_where_it_is_not_registere
     envs.register("Probe-saved", MemoryProbe)
     save_config(load_config(None, ["env.name=Probe-saved", "env.kwargs.delay=2"]), tmp_path / "c")
     assert (
-        yaml.safe_load((tmp_path / "c").read_text())["env"]["source"] == "envs.probes:MemoryProbe"
+        yaml.safe_load((tmp_path / "c").read_text())["env"]["source"] == "jaxrl.envs.probes:MemoryProbe"
     )
     del envs._OWN_ENVS["Probe-saved"]
     assert not envs.is_known("Probe-saved")

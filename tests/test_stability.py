@@ -11,7 +11,7 @@ import pytest
 from flax import struct
 from gymnax.environments.classic_control import cartpole
 
-import envs
+from jaxrl import envs
 from jaxrl.commands.train import main, train
 from jaxrl.config import load_config
 from jaxrl.run.checkpoint import Checkpointer

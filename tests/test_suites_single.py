@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from flax import struct
 from gymnax.environments import spaces
+from jaxrl.envs import protocols, suites
+from jaxrl.envs.suites.legacy import LegacyStep
+from jaxrl.envs.suites.spaces import to_gymnax_space
 
-import envs
-from envs import protocols, suites
-from envs.suites.legacy import LegacyStep
-from envs.suites.spaces import to_gymnax_space
+from jaxrl import envs
 
 REPO = Path(__file__).resolve().parents[1]
 NUM_ENVS = 2
@@ -150,7 +150,7 @@ def test_a_class_that_needs_arguments_given_none_is_one_line():
 
 
 def test_a_missing_package_names_the_pip_command(monkeypatch):
-    ghost = suites.Suite("ghost", "no_such_package_jaxrl", "ghost", "envs.suites.ghost")
+    ghost = suites.Suite("ghost", "no_such_package_jaxrl", "ghost", "jaxrl.envs.suites.ghost")
     monkeypatch.setitem(suites.SUITES, "ghost", ghost)
     with pytest.raises(ValueError, match=r"^the ghost suite needs its package.*") as err:
         envs.make("ghost:Anything-v0")
@@ -241,7 +241,7 @@ def suite_run(request):
 def test_a_suite_env_by_name_meets_the_gymnax_contract(suite_run):
     suite, env, params, obs, (step_obs, reward, terminated, truncated, final_obs) = suite_run
     _, _, shape, kind, size = CASES[suite]
-    assert isinstance(env, envs.protocols.Env) and not isinstance(env, LegacyStep)
+    assert isinstance(env, jaxrl.envs.protocols.Env) and not isinstance(env, LegacyStep)
     space = env.action_space(params)
     assert isinstance(space, kind)
     assert (space.n if kind is spaces.Discrete else space.shape[0]) == size
@@ -334,7 +334,7 @@ def test_craftax_renders_with_its_own_pixel_renderer():
     pytest.importorskip("craftax")
     env, params = envs.make("craftax:Craftax-Classic-Symbolic-v1")
     module = protocols.renderer(env)
-    assert module is not None and module.__name__ == "envs.suites.craftax_render"
+    assert module is not None and module.__name__ == "jaxrl.envs.suites.craftax_render"
     keys = jax.random.split(jax.random.key(0), 2)
     states = jax.vmap(env.reset, (0, None))(keys, params)[1]  # two worlds, stacked as [T=2]
     frames = module.render_frames(states, params)

@@ -1,4 +1,4 @@
-"""The structured suites' adapters (envs.suites.jumanji, .pgx, .jaxmarl): spaces, shapes,
+"""The structured suites' adapters (jaxrl.envs.suites.jumanji, .pgx, .jaxmarl): spaces, shapes,
 exact flat rows, masks against the suite's own, turns, outcomes, termination vs truncation."""
 
 from __future__ import annotations
@@ -10,15 +10,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs import protocols
 
-import envs
-from envs import protocols
+from jaxrl import envs
 
 jumanji = pytest.importorskip("jumanji", reason="the jumanji extra is not installed")
 pgx = pytest.importorskip("pgx", reason="the pgx extra is not installed")
 jaxmarl = pytest.importorskip("jaxmarl", reason="the jaxmarl extra is not installed")
 
-from envs.suites import jumanji as jumanji_adapter  # noqa: E402 - after the skips
+from jaxrl.envs.suites import jumanji as jumanji_adapter  # noqa: E402 - after the skips
 
 KEY = jax.random.key(3)
 

@@ -75,11 +75,11 @@ def test_done_line_carries_the_status():
 def test_network_line_names_the_cnn_of_each_image_leaf():
     from jaxrl.run.summary import _network_line  # noqa: PLC0415
 
-    pixels = make_tiny_config("env.name=envs.probes:PixelProbe")  # 12x12x1 frames: small CNN
+    pixels = make_tiny_config("env.name=jaxrl.envs.probes:PixelProbe")  # 12x12x1 frames: small CNN
     assert _network_line(pixels, make_setup(pixels).network).startswith(
         "small CNN on obs 12x12x1, MLP ["
     )
-    leaves = make_tiny_config("env.name=envs.probes:DictProbe")  # a 6x6x1 grid and a flag
+    leaves = make_tiny_config("env.name=jaxrl.envs.probes:DictProbe")  # a 6x6x1 grid and a flag
     assert _network_line(leaves, make_setup(leaves).network).startswith(
         "small CNN on grid 6x6x1, MLP ["
     )

@@ -1,8 +1,8 @@
-"""Turn-based envs (:class:`envs.protocols.TurnBasedEnv`): each row trains on its own moves.
+"""Turn-based envs (:class:`jaxrl.envs.protocols.TurnBasedEnv`): each row trains on its own moves.
 
 The turn-aware GAE against hand-computed numbers (termination on the opponent's move,
 truncation, a pending move at the rollout's end), the match step's turn flags on
-:class:`envs.probes.Nim` (two teams) and :class:`envs.probes.CoopNim` (one learner for both
+:class:`jaxrl.envs.probes.Nim` (two teams) and :class:`jaxrl.envs.probes.CoopNim` (one learner for both
 slots), an env without ``info["agent_mask"]``, and a tiny Nim league (self-play with a pool,
 PFSP, Elo) that compiles once and whose checkpoints play a tournament.
 """
@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jaxrl.envs.probes import NIM_RANDOM, NIM_RULE, MaskedBandit, Nim
 
-from envs.probes import NIM_RANDOM, NIM_RULE, MaskedBandit, Nim
 from jaxrl.commands.tournament import load_players, main, make_play_batch, pair_key
 from jaxrl.commands.train import train
 from jaxrl.config import config_from_dict
@@ -153,7 +153,7 @@ def nim_setup():
     return make_setup(
         config_from_dict(
             {
-                "env": {"name": "envs.probes:Nim", "num_envs": 8},
+                "env": {"name": "jaxrl.envs.probes:Nim", "num_envs": 8},
                 "network": {"hidden_sizes": [8]},
                 "ppo": {"num_steps": 4, "num_minibatches": 1},
             }
@@ -213,7 +213,7 @@ def test_single_team_rows_move_on_their_own_slot():
     setup = make_setup(
         config_from_dict(
             {
-                "env": {"name": "envs.probes:CoopNim", "num_envs": 4},
+                "env": {"name": "jaxrl.envs.probes:CoopNim", "num_envs": 4},
                 "network": {"hidden_sizes": [8]},
                 "ppo": {"num_steps": 4, "num_minibatches": 1},
             }
@@ -263,7 +263,7 @@ def test_rule_beats_random_at_nim(nim_setup):
 
 LEAGUE = {
     "seed": 0,
-    "env": {"name": "envs.probes:Nim", "num_envs": 16},
+    "env": {"name": "jaxrl.envs.probes:Nim", "num_envs": 16},
     "network": {"hidden_sizes": [16]},
     "ppo": {"num_steps": 16, "num_minibatches": 2, "update_epochs": 2, "lr": 0.003},
     "train": {"total_steps": 16 * 16 * 4, "updates_per_chunk": 2, "progress_bar": False},
@@ -328,7 +328,7 @@ class _NoAnchorNim(Nim):
 
 
 def test_league_requirements_of_a_two_player_env():
-    from envs.protocols import league_problem, scripted_kinds  # noqa: PLC0415
+    from jaxrl.envs.protocols import league_problem, scripted_kinds  # noqa: PLC0415
 
     assert league_problem(Nim()) is None
     # no rule policy: the random (legal) mover is the anchor, under the name "rule"

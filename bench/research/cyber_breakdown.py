@@ -43,11 +43,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxrl.envs.cyber import blue as cyber_blue
+from jaxrl.envs.cyber import env as cyber_env
+from jaxrl.envs.cyber import red as cyber_red
+from jaxrl.envs.cyber import tables as tb
 
-from envs.cyber import blue as cyber_blue
-from envs.cyber import env as cyber_env
-from envs.cyber import red as cyber_red
-from envs.cyber import tables as tb
 from jaxrl.config import ConfigError
 from jaxrl.core.acting import PolicyParams, act
 from jaxrl.run.checkpoint import CheckpointError

@@ -6,7 +6,7 @@
 Blues: the scripted baselines (``sleep``, ``react_restore``, ``react_decoy``; ``hop_guard``, a
 table-reading B_line guard that restores the Enterprise host B_line hops through and keeps its
 decoys in place around Red's scans) and the blind mixes
-of :data:`envs.cyber.blue.MIXES` (``random``: uniform over the 145 actions; ``remove_mix``,
+of :data:`jaxrl.envs.cyber.blue.MIXES` (``random``: uniform over the 145 actions; ``remove_mix``,
 ``decoy_mix``), which exercise Remove, Analyse, decoys and Restore on any host at any time.
 Each (Red, Blue) pair plays ``N`` vmapped episodes of 100 steps, once with CybORG 2.1's bugs
 (``fix_bugs=False``) and once with CybORG++'s fixes; the 30- and 50-step scores are the same
@@ -59,11 +59,11 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxrl.envs.cyber import blue as blue_policies
+from jaxrl.envs.cyber import red as red_agents
+from jaxrl.envs.cyber import tables as tb
 
-import envs
-from envs.cyber import blue as blue_policies
-from envs.cyber import red as red_agents
-from envs.cyber import tables as tb
+from jaxrl import envs
 
 from .cyber_peer import (  # numpy only (CybORG: inside its run())
     TABLE_STATES,

@@ -2,7 +2,7 @@
 
     python -m bench.research.cyber_oracle [--episodes N] [--seed S] [--fix-bugs]
 
-The oracle reads :class:`envs.cyber.env.EnvState` (B_line's user host, Red's shells and whether
+The oracle reads :class:`jaxrl.envs.cyber.env.EnvState` (B_line's user host, Red's shells and whether
 each runs as root or hides from Remove), which no defender sees; it even knows B_line's user
 host at step 0, which jaxrl draws at reset and CybORG's B_line only at step 1. Each step,
 first match wins:
@@ -29,11 +29,11 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxrl.envs.cyber import blue, red
+from jaxrl.envs.cyber import env as cyber_env
+from jaxrl.envs.cyber import tables as tb
 
-import envs
-from envs.cyber import blue, red
-from envs.cyber import env as cyber_env
-from envs.cyber import tables as tb
+from jaxrl import envs
 
 from .cyber_fidelity import LENGTHS, _cumulative
 
@@ -44,7 +44,7 @@ def oracle_action(state: cyber_env.EnvState) -> jax.Array:
     """The oracle's CybORG action (int32 ()) for the true ``state`` (rules in the docstring)."""
     hop = jnp.asarray(tb.NEXT_HOP)[state.bline_user]
     room = cyber_env.decoy_room(state.decoys, jnp.bool_(False))  # [13, 8]
-    # The same decoys as envs.cyber.blue.hop_guard, in its order: User2's opening, the hop's,
+    # The same decoys as jaxrl.envs.cyber.blue.hop_guard, in its order: User2's opening, the hop's,
     # then Enterprise2's and Op_Server0's; the opening only when B_line drew User2.
     opening = (state.bline_user == tb.USER2) & (state.time < len(blue.GUARD_OPENING_DECOYS))
     wish = [(opening, h, d) for h, d in blue.GUARD_OPENING_DECOYS]

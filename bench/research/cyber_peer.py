@@ -22,13 +22,13 @@ Blue baselines, written here from CybORG++'s ``mini_CAGE/test_agent.py`` definit
 52-bit table: ``react_restore`` (``React_restore_minimal``) remembers every host whose row
 shows User or Privileged and restores the lowest-index remembered host, one per step;
 ``react_decoy`` (``Restore_decoys``) places the next decoy of its plan where that would sleep.
-``hop_guard`` (:class:`HopGuardBlue`) is jaxrl's ``envs.cyber.blue.hop_guard`` on the same table:
+``hop_guard`` (:class:`HopGuardBlue`) is jaxrl's ``jaxrl.envs.cyber.blue.hop_guard`` on the same table:
 a B_line guard that restores the Enterprise host B_line hops through and times its decoys there
 around Red's scans (``tests/test_cyber.py`` checks the two pick the same action at every step).
 
 Blind Blues, which never read the table (``MIXES``: the chance of each action kind, the host
 and decoy type then uniform, drawn from their own ``numpy`` generator seeded ``--seed``; jaxrl's
-``envs.cyber.blue`` draws the same distribution): ``random`` is uniform over the 145 actions,
+``jaxrl.envs.cyber.blue`` draws the same distribution): ``random`` is uniform over the 145 actions,
 ``remove_mix`` mostly Removes, ``decoy_mix`` mostly decoys; both restore rarely, so Red gets far.
 Every reference (``bench/research/cage2_cyborg_reference.json``, read by
 ``bench.research.cyber_fidelity``) was run as, e.g.::
@@ -74,7 +74,7 @@ HOST_DECOYS = {
 
 
 # Blind Blues: the chance of each action kind, in the order Sleep, Monitor, Analyse, Remove,
-# Decoy, Restore (the host, and the decoy type, then uniform). envs.cyber.blue.MIXES agrees.
+# Decoy, Restore (the host, and the decoy type, then uniform). jaxrl.envs.cyber.blue.MIXES agrees.
 KINDS = ("sleep", "monitor", "analyse", "remove", "decoy", "restore")
 KIND_SIZES = (1, 1, 13, 13, 104, 13)  # actions of each kind, in the EnumActionWrapper order
 MIXES = {
@@ -84,7 +84,7 @@ MIXES = {
 }
 BLUES = ("sleep", "react_restore", "react_decoy", "hop_guard", *MIXES, "policy")
 
-# hop_guard (envs.cyber.blue.hop_guard, the same rules on the 52-bit table): host indices in
+# hop_guard (jaxrl.envs.cyber.blue.hop_guard, the same rules on the 52-bit table): host indices in
 # the table's alphabetical order, decoys as (host, type).
 ENTERPRISE0, ENTERPRISE1, ENTERPRISE2, OP_SERVER0, USER2 = 1, 2, 3, 7, 10
 GUARD_USERS = (9, 10, 11, 12)  # User1-4
@@ -198,7 +198,7 @@ class ScriptedBlue:
 class PolicyBlue:
     """A trained jaxrl defender (``bench.cyber_export``'s ``.npz``), played with numpy only.
 
-    It rebuilds jaxrl's observation (``envs.cyber.env.observe``) from what a Blue agent has in
+    It rebuilds jaxrl's observation (``jaxrl.envs.cyber.env.observe``) from what a Blue agent has in
     CybORG: the 52-bit table, its own actions and their success (a decoy is in place once
     CybORG reports its Decoy action succeeded, until a Restore of the host), and the step. It
     runs the network (MLP torso, GRU, actor head) and takes the most probable action, as
@@ -288,7 +288,7 @@ class PolicyBlue:
         return self._dense("actor_head", x)
 
     def cyborg_action(self, action: int) -> int:
-        """CybORG's action id for the network's ``action`` (``envs.cyber.env.expand_action``)."""
+        """CybORG's action id for the network's ``action`` (``jaxrl.envs.cyber.env.expand_action``)."""
         if self.action_set == "full":
             return int(action)
         kind, slot = divmod(int(action), len(self.reduced_hosts))
@@ -313,7 +313,7 @@ class PolicyBlue:
 
 class PairBlue:
     """One defender per Red behind the Red fingerprint, as ``bench.cyber_defender --b-line-run B
-    --meander-run M`` plays them (``envs.cyber.fingerprint``, restated here without jax).
+    --meander-run M`` plays them (``jaxrl.envs.cyber.fingerprint``, restated here without jax).
 
     Both :class:`PolicyBlue` players read every observation and advance their GRU states; the
     B_line defender's action is played until the observation of step :attr:`DECIDE_AT` shows
@@ -322,7 +322,7 @@ class PairBlue:
     own (the decoys placed and the last action are the episode's, whichever network chose).
     """
 
-    UNDECIDED, BLINE, MEANDER = -1, 1, 2  # the verdicts, envs.cyber.red's Red indices
+    UNDECIDED, BLINE, MEANDER = -1, 1, 2  # the verdicts, jaxrl.envs.cyber.red's Red indices
     DECIDE_AT = 3  # fingerprint.DECIDE_AT
 
     def __init__(self, b_line: str, meander: str, fix_bugs: bool = False):
@@ -360,7 +360,7 @@ class PairBlue:
 
 # ---- per-step traces (--trace; compared with jaxrl's by bench.research.cyber_trace) ---------
 
-# envs.cyber.tables' HOSTS, SUBNETS and EXPLOITS, and envs.cyber.red's RED_* kinds, in order.
+# jaxrl.envs.cyber.tables' HOSTS, SUBNETS and EXPLOITS, and jaxrl.envs.cyber.red's RED_* kinds, in order.
 HOSTS = ("Defender", "Enterprise0", "Enterprise1", "Enterprise2", "Op_Host0", "Op_Host1",
          "Op_Host2", "Op_Server0", "User0", "User1", "User2", "User3", "User4")  # fmt: skip
 SUBNETS = ("Enterprise", "Operational", "User")

@@ -33,9 +33,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-
-from envs.cyber import env as cyber_env
-from envs.cyber import tables as tb
+from jaxrl.envs.cyber import env as cyber_env
+from jaxrl.envs.cyber import tables as tb
 
 
 class PolicyState(struct.PyTreeNode):

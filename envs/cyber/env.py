@@ -1,6 +1,6 @@
 """CAGE-2 (CybORG 2.1 Scenario 2) as a pure-JAX gymnax environment for the Blue defender.
 
-Network: 13 hosts in 3 subnets (:mod:`envs.cyber.tables`). Red starts with SYSTEM on User0
+Network: 13 hosts in 3 subnets (:mod:`jaxrl.envs.cyber.tables`). Red starts with SYSTEM on User0
 and walks User -> Enterprise -> Op_Server0, whose service it stops (Impact). Blue acts first
 in each step, then Red (CybORG's agent order); Blue's Monitor runs after every step.
 
@@ -28,7 +28,7 @@ CybORG action above, the macro into the host's next free decoy in Cardiff's gree
   so once Op_Server0 has been restored, Red's Impact still succeeds but stops nothing: no
   -10 for the rest of the episode (CybORG 2.1 and CybORG++ alike, ``Host.create_backup``).
 
-Red: B_line, Meander or Sleep (:mod:`envs.cyber.red`), chosen by ``EnvParams.red_agent``.
+Red: B_line, Meander or Sleep (:mod:`jaxrl.envs.cyber.red`), chosen by ``EnvParams.red_agent``.
 An exploit picks among the services Red saw when it last port-scanned the host (a rescan
 replaces what it knew, so a decoy placed after the scan is not chosen, and one removed by a
 Restore is forgotten only at the next scan): the highest-weight one 75% of the time, otherwise
@@ -76,7 +76,7 @@ Simplifications (``bench.research.cyber_fidelity`` checks the scores that follow
 - No IP addresses, ports, processes, files or sessions: a host is Red's access level (none,
   shell, escalated), whether the shell runs as root/SYSTEM, a dropped-file flag, the decoys in
   place and the exploits Red learned from port scans. Services per host, root-landing
-  exploits and decoy compatibility are the tables in :mod:`envs.cyber.tables` (CybORG++'s
+  exploits and decoy compatibility are the tables in :mod:`jaxrl.envs.cyber.tables` (CybORG++'s
   appendix and mini_CAGE).
 - Routing is one rule: the Operational subnet refuses traffic from User0 (where Red's actions
   start) unless Red holds a session on some Enterprise host (CybORG's
@@ -84,7 +84,7 @@ Simplifications (``bench.research.cyber_fidelity`` checks the scores that follow
   there fails unseen, and a port scan there succeeds but learns nothing and shows nothing.
   Red discovers Enterprise hosts through a user host and Op_Server0 through Enterprise2.
 - Red's action space (the IPs, hostnames and subnets it knows) is kept only as far as Meander
-  reads it (:class:`envs.cyber.red.MeanderBelief`); B_line's cached actions need none of it.
+  reads it (:class:`jaxrl.envs.cyber.red.MeanderBelief`); B_line's cached actions need none of it.
 - Impact needs root on Op_Server0 (CybORG: any Red session there once an escalation found the
   OT service; the scripted Reds only impact after escalating there).
 - Detection of a failed exploit: a brute force that reaches an SSH process shows as Exploit,
@@ -117,10 +117,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
-
-from envs.cyber import red
-from envs.cyber import tables as tb
-from envs.domains import UNIT, Choices, param
+from jaxrl.envs.cyber import red
+from jaxrl.envs.cyber import tables as tb
+from jaxrl.envs.domains import UNIT, Choices, param
 
 OBS_MODES = ("table", "extended", "history")
 ACTION_SETS = ("full", "reduced")  # CybORG's 145 actions | CardiffUni's 36 (tables.REDUCED_*)
@@ -697,7 +696,7 @@ def transition_with(
 class Cage2(environment.Environment[EnvState, EnvParams]):
     """CAGE-2 Blue defender (see the module docstring for the rules).
 
-    A single-agent :class:`envs.protocols.Env` (one Blue agent; no renderer).
+    A single-agent :class:`jaxrl.envs.protocols.Env` (one Blue agent; no renderer).
 
     - Observation: float32 [52] (``obs_mode="table"``), [79] (``"extended"``) or [151]
       (``"history"``).

@@ -1,7 +1,7 @@
 """CAGE-2's scripted Red agents as pure functions of the env state: B_line and Meander.
 
 A Red action is a pair ``(kind, target)`` of int32 scalars: ``kind`` is one of ``RED_SLEEP``,
-``RED_SUBNET_SCAN`` (target: a subnet, :data:`envs.cyber.tables.SUBNETS`), ``RED_SCAN``,
+``RED_SUBNET_SCAN`` (target: a subnet, :data:`jaxrl.envs.cyber.tables.SUBNETS`), ``RED_SCAN``,
 ``RED_EXPLOIT``, ``RED_PRIVESC`` or ``RED_IMPACT`` (target: a host).
 
 - **B_line** (``Agents/SimpleAgents/B_line.py``) walks 15 stages toward Op_Server0 and then
@@ -27,8 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-
-from envs.cyber import tables as tb
+from jaxrl.envs.cyber import tables as tb
 
 RED_SLEEP, RED_SUBNET_SCAN, RED_SCAN, RED_EXPLOIT, RED_PRIVESC, RED_IMPACT = range(6)
 RED_KINDS = ("Sleep", "DiscoverRemoteSystems", "DiscoverNetworkServices", "Exploit",

@@ -1,10 +1,10 @@
 """The MettaGrid arena in pure JAX: agents, converters and combat on a grid (``MettaArena``).
 
-See :mod:`envs.grid.env` for the observation, action, reward and info layout and the list of
-simplifications, :mod:`envs.grid.rules` for the rules, :mod:`envs.grid.render` for GIFs.
+See :mod:`jaxrl.envs.grid.env` for the observation, action, reward and info layout and the list of
+simplifications, :mod:`jaxrl.envs.grid.rules` for the rules, :mod:`jaxrl.envs.grid.render` for GIFs.
 """
 
-from envs.grid.env import (
+from jaxrl.envs.grid.env import (
     NUM_FEATURES,
     VIEW,
     EnvParams,
@@ -15,7 +15,7 @@ from envs.grid.env import (
     make_rules,
     observe,
 )
-from envs.grid.rules import ACTION_NAMES, NUM_ACTIONS, RESOURCES, Rules, World
+from jaxrl.envs.grid.rules import ACTION_NAMES, NUM_ACTIONS, RESOURCES, Rules, World
 
 __all__ = [
     "ACTION_NAMES",

@@ -1,6 +1,6 @@
 """Hearts per agent per episode of the uniform random policy in MettaArena (the learning yardstick).
 
-    python -m envs.grid.baseline [--episodes 32] [--reward-mode 1] [--seed 0]
+    python -m jaxrl.envs.grid.baseline [--episodes 32] [--reward-mode 1] [--seed 0]
 
 Plays ``--episodes`` full episodes (vmapped envs, 1000 steps each) with every agent drawing
 its actions uniformly from the 16, and prints one JSON line: the mean over agents and
@@ -14,9 +14,8 @@ import json
 
 import jax
 import jax.numpy as jnp
-
-from envs.grid.env import EnvParams, MettaArena
-from envs.grid.rules import NUM_ACTIONS
+from jaxrl.envs.grid.env import EnvParams, MettaArena
+from jaxrl.envs.grid.rules import NUM_ACTIONS
 
 
 def random_play(key: jax.Array, env: MettaArena, params: EnvParams, episodes: int, steps: int):

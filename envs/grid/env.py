@@ -77,10 +77,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
-
-from envs.domains import NON_NEGATIVE, Choices, Interval, param
-from envs.grid import rules as grid_rules
-from envs.grid.rules import Rules, World
+from jaxrl.envs.domains import NON_NEGATIVE, Choices, Interval, param
+from jaxrl.envs.grid import rules as grid_rules
+from jaxrl.envs.grid.rules import Rules, World
 
 VIEW = 11  # observation window side
 RADIUS = VIEW // 2
@@ -430,14 +429,14 @@ def materialize(bits: jax.Array) -> jax.Array:
 class MettaArena(environment.Environment[EnvState, EnvParams]):
     """The MettaGrid arena; see the module docstring for obs, action, reward and info.
 
-    Implements :class:`envs.protocols.MultiAgentEnv` (``num_agents`` slots, one team) and
-    :class:`envs.protocols.RenderableEnv`.
+    Implements :class:`jaxrl.envs.protocols.MultiAgentEnv` (``num_agents`` slots, one team) and
+    :class:`jaxrl.envs.protocols.RenderableEnv`.
 
     Args:
       spec: static sizes (rooms, agents and objects per room); the default is the arena.
     """
 
-    renderer = "envs.grid.render"  # frames and GIFs of stacked states (needs Pillow)
+    renderer = "jaxrl.envs.grid.render"  # frames and GIFs of stacked states (needs Pillow)
 
     def __init__(self, spec: GridSpec | None = None):
         super().__init__()

@@ -1,9 +1,9 @@
 """MettaGrid's turns as MettaGrid takes them, one agent after another: the reference for
-:func:`envs.grid.rules.resolve`.
+:func:`jaxrl.envs.grid.rules.resolve`.
 
 Each function here reads and writes one agent's (or one converter's) entries by index, in
 the order MettaGrid's C++ loop does; :func:`resolve_in_turns` runs every agent's action that
-way. The env steps with :func:`envs.grid.rules.resolve`, which reaches the same world with
+way. The env steps with :func:`jaxrl.envs.grid.rules.resolve`, which reaches the same world with
 masks and turns only where the order can matter; ``tests/test_grid.py`` holds the two equal.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-
-from envs.grid.rules import (
+from jaxrl.envs.grid.rules import (
     ACTION_ARG,
     ACTION_KIND,
     ALTAR,

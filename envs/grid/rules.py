@@ -1,12 +1,12 @@
 """The MettaGrid arena's rules as pure functions on one env's arrays (no batch axis).
 
 Everything here acts on a :class:`World`, the part of the env state the rules change. The
-env (:mod:`envs.grid.env`) draws layouts, orders the agents and builds observations; this
+env (:mod:`jaxrl.envs.grid.env`) draws layouts, orders the agents and builds observations; this
 module holds the converters' state machine, the actions and the rewards.
 
 Grid cells hold an int32 *code*: ``EMPTY`` (0), ``WALL`` (1), converter ``j`` as
 ``CONVERTER0 + j`` and agent ``i`` as ``CONVERTER0 + M + i`` (``M`` converters). Positions
-are (row, col) in the padded grid (walls fill the padding, see :mod:`envs.grid.env`).
+are (row, col) in the padded grid (walls fill the padding, see :mod:`jaxrl.envs.grid.env`).
 """
 
 from __future__ import annotations
@@ -403,7 +403,7 @@ def resolve(
 ) -> World:
     """Every agent's action at step ``t`` by ``priority``: all attacks, then the rest.
 
-    The result of :func:`envs.grid.reference.resolve_in_turns` (MettaGrid's one agent after
+    The result of :func:`jaxrl.envs.grid.reference.resolve_in_turns` (MettaGrid's one agent after
     another), computed with turns only where the order can matter.
 
     - What each action reaches on the grid is fixed for its whole phase: no one moves while

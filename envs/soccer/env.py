@@ -4,7 +4,7 @@ Two-team contract: the caller drives both teams. Every env step takes one action
 and returns one observation row and one reward per slot, for all six slots: 0..2 are blue
 (team 0), 3..5 orange (team 1). Who drives which team (a learning policy, a frozen snapshot,
 the RulePolicy, a random policy) is the caller's choice, per env; ``step`` runs no policy. The
-scripted policies live in :mod:`envs.soccer.rule_policy` and read nothing but a team's own
+scripted policies live in :mod:`jaxrl.envs.soccer.rule_policy` and read nothing but a team's own
 observation rows, so a caller drives either side with them (``scripted_team_actions``), and
 ``EnvParams.opponent_kind``/``opponent_skill`` name the scripted policy a caller puts on the
 team it does not control. Team sizes, team-size sampling, the scripted opponent and reward
@@ -82,11 +82,10 @@ import numpy as np
 import yaml
 from flax import struct
 from gymnax.environments import environment, spaces
-
-from envs.domains import NON_NEGATIVE, UNIT, Choices, Interval, param
-from envs.protocols import EntityGroup, EntityLayout
-from envs.soccer import physics
-from envs.soccer.physics import (
+from jaxrl.envs.domains import NON_NEGATIVE, UNIT, Choices, Interval, param
+from jaxrl.envs.protocols import EntityGroup, EntityLayout
+from jaxrl.envs.soccer import physics
+from jaxrl.envs.soccer.physics import (
     BALL_SPEED_SCALE,
     CAR_SPEED_SCALE,
     HALF_LENGTH,
@@ -107,7 +106,7 @@ from envs.soccer.physics import (
 
 # The scripted policy kinds (``EnvParams.opponent_kind``) and the policies themselves; the
 # rule_policy module reads only physics, so this import runs one way.
-from envs.soccer.rule_policy import IDLE, RANDOM, RULE, scripted_team_actions
+from jaxrl.envs.soccer.rule_policy import IDLE, RANDOM, RULE, scripted_team_actions
 
 OPPONENT_KINDS = Choices({IDLE: "idle", RULE: "RulePolicy", RANDOM: "random"})
 TEAM_SIZE = Interval(0, MAX_PER_TEAM)  # active cars a side
@@ -621,8 +620,8 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
 
     See the module docstring for the obs, action, reward and info layout: every per-agent
     array has one entry per car slot, blue 0..2 then orange 3..5. Implements
-    :class:`envs.protocols.VariableTeamSize`, :class:`envs.protocols.RenderableEnv` and
-    :class:`envs.protocols.EntityObservation`.
+    :class:`jaxrl.envs.protocols.VariableTeamSize`, :class:`jaxrl.envs.protocols.RenderableEnv` and
+    :class:`jaxrl.envs.protocols.EntityObservation`.
     """
 
     num_agents = NUM_CARS  # car slots per env: 0..2 blue (team 0), 3..5 orange (team 1)
@@ -630,7 +629,7 @@ class Soccer(environment.Environment[EnvState, EnvParams]):
     team_size = MAX_PER_TEAM  # slots per team; slot 3 * team + i is car i of that team
     # The scripted policies a caller can put on a team (values of ``EnvParams.opponent_kind``).
     scripted_kinds = types.MappingProxyType({"idle": IDLE, "rule": RULE, "random": RANDOM})
-    renderer = "envs.soccer.render"  # frames and GIFs of stacked states (needs Pillow)
+    renderer = "jaxrl.envs.soccer.render"  # frames and GIFs of stacked states (needs Pillow)
     entity_layout = ENTITY_LAYOUT  # teammate and opponent blocks of an observation row
 
     @staticmethod

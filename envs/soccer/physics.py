@@ -27,9 +27,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-
-from envs.domains import DOMAIN_KEY, NON_NEGATIVE, POSITIVE, UNIT, param
-from envs.protocols import Domain
+from jaxrl.envs.domains import DOMAIN_KEY, NON_NEGATIVE, POSITIVE, UNIT, param
+from jaxrl.envs.protocols import Domain
 
 # --- Geometry (static: it fixes nothing about shapes, but rendering and normalisation use it) ---
 HALF_WIDTH = 4.0  # field half-width (x)
@@ -78,7 +77,7 @@ def array_field(values, dtype, domain: Domain | None = None) -> dataclasses.Fiel
 
     :func:`cast_python_scalars` casts Python lists and tuples given for it (a config file's
     ``[0.5, 0.25, 0.25]``) to a numpy array of ``dtype``, so they trace like the default.
-    ``domain``: the values each element allows (:mod:`envs.domains`).
+    ``domain``: the values each element allows (:mod:`jaxrl.envs.domains`).
     """
     default = np.asarray(values, dtype)
     metadata = {"array_dtype": np.dtype(dtype)}

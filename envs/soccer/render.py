@@ -13,10 +13,8 @@ from typing import Any
 
 import jax
 import numpy as np
-from PIL import Image, ImageDraw
-
-from envs.soccer import physics
-from envs.soccer.physics import (
+from jaxrl.envs.soccer import physics
+from jaxrl.envs.soccer.physics import (
     BALL_RADIUS,
     CAR_RADIUS,
     CORNER,
@@ -27,6 +25,7 @@ from envs.soccer.physics import (
     MAX_PER_TEAM,
     STEP_DT,
 )
+from PIL import Image, ImageDraw
 
 SCALE = 40.0  # pixels per metre
 MARGIN = 12  # pixels around the goals

@@ -3,10 +3,10 @@
 Every policy here is a pure function of one team's own observation rows, float32
 [3, OBS_DIM] (rows 0..2 of the env's observation for blue, 3..5 for orange), and returns that
 team's int32 [3] actions, so one code path plays either side and a caller (the trainer,
-:func:`envs.soccer.scripted_play.scripted_rollout`, rendering) decides per env who drives which
-team. This module reads only :mod:`envs.soccer.physics` (the observation layout is defined
+:func:`jaxrl.envs.soccer.scripted_play.scripted_rollout`, rendering) decides per env who drives which
+team. This module reads only :mod:`jaxrl.envs.soccer.physics` (the observation layout is defined
 there), so the env can import it without a cycle; scripted play, which steps the env, lives in
-:mod:`envs.soccer.scripted_play`.
+:mod:`jaxrl.envs.soccer.scripted_play`.
 
 The RulePolicy reasons in the team's own frame (attack +y): :func:`team_view_from_obs` undoes
 the observation's normalisations, then :func:`rule_controls` acts. Roles: the active car
@@ -32,9 +32,8 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from envs.soccer import physics
-from envs.soccer.physics import (
+from jaxrl.envs.soccer import physics
+from jaxrl.envs.soccer.physics import (
     BALL_SPEED_SCALE,
     CAR_SPEED_SCALE,
     CORNER,
@@ -141,7 +140,7 @@ def rule_controls(view: physics.TeamView) -> jax.Array:
 
 # ----------------------------------------------------------------------------- observations
 
-# Feature offsets of an observation row (the table in :mod:`envs.soccer.env`).
+# Feature offsets of an observation row (the table in :mod:`jaxrl.envs.soccer.env`).
 _POS_SCALE = np.array([HALF_WIDTH, HALF_LENGTH], np.float32)
 _OPPONENTS = OWN_FEATURES + (MAX_PER_TEAM - 1) * OTHER_FEATURES  # 38: first opponent block
 

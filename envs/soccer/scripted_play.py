@@ -1,7 +1,7 @@
 """Scripted car-soccer play: both teams driven by the scripted policies, stepped in a scan.
 
 For "RulePolicy vs X" evaluations, tests and rendering (:func:`rollout_states`). It sits above
-both :mod:`envs.soccer.env` and :mod:`envs.soccer.rule_policy`, which import neither it nor
+both :mod:`jaxrl.envs.soccer.env` and :mod:`jaxrl.envs.soccer.rule_policy`, which import neither it nor
 each other's scripted play: the env imports the policies, the policies import only physics.
 """
 
@@ -13,11 +13,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
-
-from envs.soccer import physics
-from envs.soccer.env import EnvParams, EnvState, Soccer, observe_teams
-from envs.soccer.physics import MAX_PER_TEAM
-from envs.soccer.rule_policy import scripted_team_actions
+from jaxrl.envs.soccer import physics
+from jaxrl.envs.soccer.env import EnvParams, EnvState, Soccer, observe_teams
+from jaxrl.envs.soccer.physics import MAX_PER_TEAM
+from jaxrl.envs.soccer.rule_policy import scripted_team_actions
 
 
 class ScriptedTrace(struct.PyTreeNode):
@@ -143,7 +142,7 @@ def rollout_states(
     """One scripted episode's states, stacked time-major: EnvState with leaves [T + 1, ...].
 
     Blue plays ``learner_kind``, orange ``params.opponent_kind`` with ``opponent_skill`` (as
-    in :func:`scripted_rollout`). For rendering (:func:`envs.soccer.render.render_frames`);
+    in :func:`scripted_rollout`). For rendering (:func:`jaxrl.envs.soccer.render.render_frames`);
     jit with ``env`` and ``num_steps`` static.
     """
     key_reset, key_play = jax.random.split(key)

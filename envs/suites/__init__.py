@@ -1,8 +1,8 @@
 """The JAX ecosystem's env suites by name: ``env.name: <suite>:<env id>``.
 
 Each suite is an optional extra (``pip install 'jaxrl[craftax]'``); its adapter module here
-(``envs.suites.<suite>``) turns the suite's envs into gymnax-1.x envs that declare what they
-can do beyond that (:mod:`envs.protocols`: action masks, structured observations, agent slots,
+(``jaxrl.envs.suites.<suite>``) turns the suite's envs into gymnax-1.x envs that declare what they
+can do beyond that (:mod:`jaxrl.envs.protocols`: action masks, structured observations, agent slots,
 turns). An adapter module defines:
 
 - ``names() -> list[str]``: the env ids the suite offers (for listings and close matches);
@@ -43,19 +43,19 @@ class Suite:
 SUITES: dict[str, Suite] = {
     s.prefix: s
     for s in (
-        Suite("craftax", "craftax", "craftax", "envs.suites.craftax"),
-        Suite("jumanji", "jumanji", "jumanji", "envs.suites.jumanji"),
-        Suite("navix", "navix", "navix", "envs.suites.navix"),
-        Suite("jaxmarl", "jaxmarl", "jaxmarl", "envs.suites.jaxmarl"),
-        Suite("pgx", "pgx", "pgx", "envs.suites.pgx"),
-        Suite("playground", "mujoco_playground", "playground", "envs.suites.playground"),
-        Suite("brax", "brax", "brax", "envs.suites.brax"),
-        Suite("xminigrid", "xminigrid", "xminigrid", "envs.suites.xminigrid"),
+        Suite("craftax", "craftax", "craftax", "jaxrl.envs.suites.craftax"),
+        Suite("jumanji", "jumanji", "jumanji", "jaxrl.envs.suites.jumanji"),
+        Suite("navix", "navix", "navix", "jaxrl.envs.suites.navix"),
+        Suite("jaxmarl", "jaxmarl", "jaxmarl", "jaxrl.envs.suites.jaxmarl"),
+        Suite("pgx", "pgx", "pgx", "jaxrl.envs.suites.pgx"),
+        Suite("playground", "mujoco_playground", "playground", "jaxrl.envs.suites.playground"),
+        Suite("brax", "brax", "brax", "jaxrl.envs.suites.brax"),
+        Suite("xminigrid", "xminigrid", "xminigrid", "jaxrl.envs.suites.xminigrid"),
         Suite(
             "popgym_arcade",
             "popgym_arcade",
             "popgym-arcade",
-            "envs.suites.popgym_arcade",
+            "jaxrl.envs.suites.popgym_arcade",
             note="its dependency stable-gymnax installs its own gymnax/ package over gymnax 1.x "
             "(a five-value step), which breaks jaxrl's envs",
             refused=True,
@@ -64,7 +64,7 @@ SUITES: dict[str, Suite] = {
             "kinetix",
             "kinetix",
             "kinetix",
-            "envs.suites.kinetix",
+            "jaxrl.envs.suites.kinetix",
             note="kinetix-env pins jax<=0.9.0: installing it downgrades jax and flax below the "
             "versions jaxrl is tested on (jax 0.10)",
             refused=True,

@@ -1,7 +1,7 @@
 """Brax (``pip install 'jaxrl[brax]'``) as gymnax-1.x envs: ``env.name: brax:<env>``.
 
 Brax's bundled envs (``ant``, ``halfcheetah``, ``hopper``, ``inverted_pendulum``, ``reacher``,
-...; their MJCF assets ship in the wheel) on :class:`envs.suites.physics.PhysicsEnv`: float32
+...; their MJCF assets ship in the wheel) on :class:`jaxrl.envs.suites.physics.PhysicsEnv`: float32
 observations, ``Box(-1, 1)`` actions, Brax's ``done`` as termination, a time limit
 (``params.max_steps_in_episode``, 1000) as truncation. ``env.make_kwargs`` go to the env's
 constructor; ``backend`` defaults to ``positional`` (the fastest of Brax's pipelines to compile
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.suites.physics import PhysicsEnv
+from jaxrl.envs.suites.physics import PhysicsEnv
 
 DEFAULT_BACKEND = "positional"  # Brax's default is "generalized": slower on a CPU
 

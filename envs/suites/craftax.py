@@ -22,8 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from gymnax.environments import environment
-
-from envs.suites.spaces import float32_box, to_gymnax_space
+from jaxrl.envs.suites.spaces import float32_box, to_gymnax_space
 
 # env id -> (module, no-auto-reset class) of the craftax package.
 _ENVS = {
@@ -59,9 +58,9 @@ class Craftax(environment.Environment):
         super().__init__()
         self.env_id = env_id
         self.inner = inner  # craftax's EnvironmentNoAutoReset subclass instance
-        # envs.protocols.RenderableEnv: Craftax's own pixel renderer (jaxrl render)
+        # jaxrl.envs.protocols.RenderableEnv: Craftax's own pixel renderer (jaxrl render)
         full = not env_id.startswith("Craftax-Classic")
-        self.renderer = "envs.suites.craftax_render" + ("_full" if full else "")
+        self.renderer = "jaxrl.envs.suites.craftax_render" + ("_full" if full else "")
 
     @property
     def name(self) -> str:

@@ -1,6 +1,6 @@
 """Host-side rendering of Craftax-Classic states to RGB frames and GIFs, with Craftax's own
 pixel renderer (its textures at 16 pixels a block: a 144 x 144 view of the player's
-surroundings and inventory). The full game's states: :mod:`envs.suites.craftax_render_full`.
+surroundings and inventory). The full game's states: :mod:`jaxrl.envs.suites.craftax_render_full`.
 """
 
 from __future__ import annotations

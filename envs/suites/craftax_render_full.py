@@ -1,4 +1,4 @@
-"""Host-side rendering of (full) Craftax states: :mod:`envs.suites.craftax_render` with the
+"""Host-side rendering of (full) Craftax states: :mod:`jaxrl.envs.suites.craftax_render` with the
 full game's renderer."""
 
 from __future__ import annotations
@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-from envs.suites.craftax_render import STEP_DT, frames_of, save_gif
+from jaxrl.envs.suites.craftax_render import STEP_DT, frames_of, save_gif
 
 __all__ = ["STEP_DT", "render_frames", "save_gif"]
 

@@ -2,18 +2,18 @@
 
 An env whose agents share one observation space and one action space (MPE spread, SMAX,
 Hanabi, Overcooked, coin game, MABrax's walker) becomes a :class:`JaxMarl`, a
-:class:`envs.protocols.MultiAgentEnv` of ``A = len(env.agents)`` slots, every slot driven by
+:class:`jaxrl.envs.protocols.MultiAgentEnv` of ``A = len(env.agents)`` slots, every slot driven by
 the caller:
 
 - observation float32 ``[A, size]``, rows in ``env.agents`` order, each the agent's own
   observation flattened and declared as one leaf ``observation`` of its shape
-  (:class:`envs.protocols.ObsLeaves`: Overcooked's ``(5, 4, 26)`` keeps its image shape);
+  (:class:`jaxrl.envs.protocols.ObsLeaves`: Overcooked's ``(5, 4, 26)`` keeps its image shape);
 - action ``[A]`` (int32 for ``Discrete``, float32 ``[A, d]`` for a ``Box``), reward float32 ``[A]``;
 - ``dones["__all__"]`` ends the episode; JaxMARL does not say why, so the adapter calls it a
   time limit (``truncated``) where the env has a step counter that reached ``env.max_steps``
   (MPE, SMAX), else ``terminated``;
 - where the env overrides ``get_avail_actions`` (SMAX) or has ``get_legal_moves`` (Hanabi),
-  its masks are the action mask (:class:`envs.protocols.ActionMaskEnv`, bool ``[A, n]``).
+  its masks are the action mask (:class:`jaxrl.envs.protocols.ActionMaskEnv`, bool ``[A, n]``).
 
 The adapter steps JaxMARL's ``step_env`` (no auto-reset) and lets gymnax's base class reset,
 so ``info["final_observation"]`` is the episode's last observation. Envs whose agents differ
@@ -33,8 +33,7 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from jaxmarl.environments import spaces as marl_spaces
 from jaxmarl.environments.multi_agent_env import MultiAgentEnv as MarlBase
-
-from envs.protocols import ObsLeaf, ObsLeaves
+from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 
 
 def names() -> list[str]:
@@ -103,7 +102,7 @@ class JaxMarl(environment.Environment[EnvState, EnvParams]):
         self.env_id = env_id
         self.env = env  # the JaxMARL env
         self.agents = tuple(env.agents)
-        self.num_agents = len(self.agents)  # envs.protocols.MultiAgentEnv
+        self.num_agents = len(self.agents)  # jaxrl.envs.protocols.MultiAgentEnv
         obs_space, self._action = _homogeneous(env_id, env)
         shape = tuple(int(d) for d in np.shape(np.zeros(obs_space.shape)))
         self.observation_leaves = ObsLeaves((ObsLeaf("observation", shape, 0),))
@@ -170,7 +169,7 @@ class JaxMarl(environment.Environment[EnvState, EnvParams]):
 
 class MaskedJaxMarl(JaxMarl):
     """A :class:`JaxMarl` env with JaxMARL's ``get_avail_actions``
-    (:class:`envs.protocols.ActionMaskEnv`)."""
+    (:class:`jaxrl.envs.protocols.ActionMaskEnv`)."""
 
     def __init__(self, env_id: str, env: Any, masks: str):
         super().__init__(env_id, env)

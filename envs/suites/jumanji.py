@@ -5,10 +5,10 @@ timestep)``; its observations are NamedTuples of arrays (a grid, a step count, a
 The adapter:
 
 - flattens every observation leaf but the action mask into one float32 row, in the order of
-  the env's observation spec, and declares the leaves (:class:`envs.protocols.ObsLeaves`,
+  the env's observation spec, and declares the leaves (:class:`jaxrl.envs.protocols.ObsLeaves`,
   a leaf keeps its own shape, e.g. Snake's ``grid`` ``(12, 12, 5)``, so a CNN can use it;
   nested fields are named ``outer_inner``);
-- gives the action mask through :class:`envs.protocols.ActionMaskEnv` (``action_mask``),
+- gives the action mask through :class:`jaxrl.envs.protocols.ActionMaskEnv` (``action_mask``),
   where the env's observation has one;
 - maps a ``DiscreteArray`` action to ``Discrete(n)``, a small ``MultiDiscreteArray`` to one
   ``Discrete`` of the product (row-major: ``a = ((a0 * n1) + a1) * n2 + a2``; the joint mask
@@ -37,10 +37,9 @@ import jumanji
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
+from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 from jumanji import specs
 from jumanji.types import StepType
-
-from envs.protocols import ObsLeaf, ObsLeaves
 
 MASK = "action_mask"  # the observation field jumanji keeps its legal actions in
 MAX_JOINT_ACTIONS = 10_000  # largest product of a MultiDiscreteArray flattened to one Discrete
@@ -208,7 +207,7 @@ class Jumanji(environment.Environment[EnvState, EnvParams]):
         self.env_id = env_id
         self.env = env  # the jumanji env
         self.layout = make_layout(env_id, env)
-        self.observation_leaves = self.layout.leaves  # envs.protocols.StructuredObservation
+        self.observation_leaves = self.layout.leaves  # jaxrl.envs.protocols.StructuredObservation
 
     @property
     def name(self) -> str:
@@ -286,7 +285,7 @@ class Jumanji(environment.Environment[EnvState, EnvParams]):
 
 class MaskedJumanji(Jumanji):
     """A :class:`Jumanji` env whose observation has an action mask
-    (:class:`envs.protocols.ActionMaskEnv`)."""
+    (:class:`jaxrl.envs.protocols.ActionMaskEnv`)."""
 
     def action_mask(self, state: EnvState, params: EnvParams) -> jax.Array:
         """bool ``[num_actions]``: jumanji's ``action_mask`` of ``state`` (joint if multi)."""

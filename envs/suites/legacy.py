@@ -2,7 +2,7 @@
 
 Before gymnax 1.0 ``step`` returned five values, ``(obs, state, reward, done, info)``, with the
 time limit folded into ``done``; Craftax (1.6) and Kinetix still ship that base class.
-:func:`envs.make` traces an imported env's step once (``jax.eval_shape``, no compute) and wraps
+:func:`jaxrl.envs.make` traces an imported env's step once (``jax.eval_shape``, no compute) and wraps
 a five-value one in :class:`LegacyStep` (:func:`adapt`), so that
 ``env.name=craftax.craftax_classic.envs.craftax_symbolic_env:CraftaxClassicSymbolicEnv``
 trains as it is.
@@ -14,9 +14,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-
-from envs.suites.spaces import float32_box, to_gymnax_space
-from envs.wrappers import Wrapper, action_shape
+from jaxrl.envs.suites.spaces import float32_box, to_gymnax_space
+from jaxrl.envs.wrappers import Wrapper, action_shape
 
 
 def _float32(tree: Any) -> Any:
@@ -34,7 +33,7 @@ class LegacyStep(Wrapper):
       ``truncated``, which is never);
     - observations (every leaf) and rewards become float32; ``done`` a bool ``()``;
     - the env's own spaces (a copy of gymnax's, Craftax's) become gymnax's
-      (:func:`envs.suites.spaces.to_gymnax_space`).
+      (:func:`jaxrl.envs.suites.spaces.to_gymnax_space`).
     """
 
     def action_space(self, params: Any) -> Any:

@@ -24,8 +24,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from gymnax.environments import environment
-
-from envs.suites.spaces import float32_box, to_gymnax_space
+from jaxrl.envs.suites.spaces import float32_box, to_gymnax_space
 
 
 def names() -> list[str]:

@@ -1,16 +1,16 @@
 """Pgx's games as gymnax-1.x envs: ``env.name: pgx:<id>`` (e.g. ``tic_tac_toe``).
 
 A two-player game (tic-tac-toe, connect four, othello, go, chess, ...) becomes a
-:class:`PgxTwoPlayer`: two agent slots, one a team (:class:`envs.protocols.TwoTeamEnv`, so the
-self-play league plays it), one of which moves per step (:class:`envs.protocols.TurnBasedEnv`,
+:class:`PgxTwoPlayer`: two agent slots, one a team (:class:`jaxrl.envs.protocols.TwoTeamEnv`, so the
+self-play league plays it), one of which moves per step (:class:`jaxrl.envs.protocols.TurnBasedEnv`,
 ``current_player`` = pgx's), with pgx's legal moves as the action mask
-(:class:`envs.protocols.ActionMaskEnv`). Slot ``i`` is pgx's player ``i``; pgx draws which
+(:class:`jaxrl.envs.protocols.ActionMaskEnv`). Slot ``i`` is pgx's player ``i``; pgx draws which
 player opens, so either slot moves first. A one-player game (2048, pgx's MinAtar) becomes a
 plain masked env (:class:`PgxSinglePlayer`); games of three or more players are refused.
 
 Observations are pgx's own egocentric views (``observe(state, player)``: "my stones, your
 stones"), so one policy plays either side; each view is flattened to a float32 row and declared
-as one leaf ``observation`` of pgx's shape (e.g. ``(3, 3, 2)``; :class:`envs.protocols.ObsLeaves`).
+as one leaf ``observation`` of pgx's shape (e.g. ``(3, 3, 2)``; :class:`jaxrl.envs.protocols.ObsLeaves`).
 An illegal move ends the game with pgx's penalty (-1 to the mover); the mask is there to avoid
 it. ``EnvParams.max_steps_in_episode`` truncates (pgx's own ``truncated`` too): the game is then
 scored a draw. Pgx's constructors take no arguments, so ``make_kwargs`` must be empty.
@@ -28,9 +28,8 @@ import numpy as np
 import pgx
 from flax import struct
 from gymnax.environments import environment, spaces
-
-from envs.domains import UNIT, Choices, Interval, param
-from envs.protocols import ObsLeaf, ObsLeaves
+from jaxrl.envs.domains import UNIT, Choices, Interval, param
+from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 
 RANDOM = 0  # the one scripted policy: uniform random actions (the trainer keeps them legal)
 OPPONENT_KINDS = Choices({RANDOM: "random"})
@@ -143,8 +142,8 @@ class PgxTwoPlayer(_Pgx):
     ``[2]`` where the episode ends; ``info["agent_mask"]`` all True.
     """
 
-    num_agents = NUM_PLAYERS  # envs.protocols.MultiAgentEnv
-    num_teams = 2  # envs.protocols.TwoTeamEnv: slot 0 is team 0, slot 1 team 1
+    num_agents = NUM_PLAYERS  # jaxrl.envs.protocols.MultiAgentEnv
+    num_teams = 2  # jaxrl.envs.protocols.TwoTeamEnv: slot 0 is team 0, slot 1 team 1
     team_size = 1
     scripted_kinds = types.MappingProxyType({"random": RANDOM})
 

@@ -3,7 +3,7 @@
 
 The DM Control Suite envs of MuJoCo Playground (``CartpoleBalance``, ``PendulumSwingup``,
 ``CheetahRun``, ...; their MJCF files ship in the wheel, nothing is downloaded) on
-:class:`envs.suites.physics.PhysicsEnv`: float32 observations, ``Box(-1, 1)`` actions, the env's
+:class:`jaxrl.envs.suites.physics.PhysicsEnv`: float32 observations, ``Box(-1, 1)`` actions, the env's
 ``done`` as termination, the config's ``episode_length`` (1000) as the time limit
 (truncation). ``env.make_kwargs`` are Playground config overrides (``config_overrides``);
 ``impl`` defaults to ``jax`` (MJX in JAX, which runs on a CPU) instead of ``warp``.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.suites.physics import PhysicsEnv
+from jaxrl.envs.suites.physics import PhysicsEnv
 
 DEFAULT_OVERRIDES = {"impl": "jax"}  # Playground's default "warp" needs NVIDIA Warp's kernels
 

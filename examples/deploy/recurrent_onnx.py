@@ -18,7 +18,7 @@ import onnxruntime as ort
 
 
 def play(model: str, envs: int, steps: int, seed: int) -> list[float]:
-    """Returns of the episodes that end within ``steps`` steps of ``envs`` envs."""
+    """Returns of the episodes that end within ``steps`` steps of ``jaxrl.envs`` envs."""
     ort.set_default_logger_severity(3)  # errors only
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     width = next(i.shape[1] for i in session.get_inputs() if i.name == "carry_in")

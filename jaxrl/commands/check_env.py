@@ -4,7 +4,7 @@
     python -m jaxrl.check_env my_pkg.envs:MyEnv
 
 ``NAME`` is anything ``env.name`` accepts (a gymnax name, one of ours, ``<suite>:<env id>``,
-an import path ``module:Attr``, an entry point). The checks are :mod:`envs.check`'s: the
+an import path ``module:Attr``, an entry point). The checks are :mod:`jaxrl.envs.check`'s: the
 factory builds, ``reset`` and ``step`` trace under ``jit`` and ``vmap`` and run once, the step
 returns gymnax 1.x's six values of the right types, observations match the observation space,
 the spaces are gymnax's, the time limit truncates, the protocol declarations hold, and the
@@ -54,7 +54,7 @@ def parse_kwargs(items: list[str], flag: str) -> dict[str, Any]:
     Raises:
       ValueError: ``"{flag}: ..."``, neither form.
     """
-    import envs  # noqa: PLC0415
+    from jaxrl import envs  # noqa: PLC0415
     from jaxrl.config import ConfigError, parse_overrides  # noqa: PLC0415
 
     if len(items) == 1 and items[0].lstrip().startswith("{"):
@@ -74,7 +74,7 @@ def parse_kwargs(items: list[str], flag: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m jaxrl.check_env``: 0 if the env passes, 2 if not."""
     args = build_parser().parse_args(argv)
-    from envs import check  # noqa: PLC0415 - imports JAX
+    from jaxrl.envs import check  # noqa: PLC0415 - imports JAX
 
     try:
         make_kwargs = parse_kwargs(args.make_kwargs, "--make-kwargs")

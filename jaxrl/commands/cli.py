@@ -61,7 +61,7 @@ COMMANDS: Mapping[str, Command] = MappingProxyType(
             "jaxrl.commands.render", "render an episode of a trained policy to a GIF"
         ),
         "plot": Command("jaxrl.commands.plot", "figures from a run's TensorBoard event files"),
-        "bench": Command("bench.throughput", "env, train and inference throughput"),
+        "bench": Command("jaxrl.bench.throughput", "env, train and inference throughput"),
     }
 )
 

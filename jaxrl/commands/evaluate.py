@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-import envs
+from jaxrl import envs
 from jaxrl.commands.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, parse_overrides
 from jaxrl.core.acting import PolicyParams

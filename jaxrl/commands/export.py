@@ -113,7 +113,7 @@ def restore(run_dir: str | Path, step: int | None = None, member: int = 0) -> De
 def _restore_jax(run_dir: Path, step: int | None, member: int) -> Deployable:
     import jax  # noqa: PLC0415
 
-    from envs import protocols  # noqa: PLC0415
+    from jaxrl.envs import protocols  # noqa: PLC0415
     from jaxrl.run.play import load_policy  # noqa: PLC0415
 
     setup, policy, step = load_policy(run_dir, step)

@@ -9,7 +9,7 @@
 Both go through the shared match step (:mod:`jaxrl.run.play`); with ``--rule-policy`` the
 learner's team of a Soccer match plays the env's scripted RulePolicy.
 
-Environments that declare a renderer render (:class:`envs.protocols.RenderableEnv`: ours,
+Environments that declare a renderer render (:class:`jaxrl.envs.protocols.RenderableEnv`: ours,
 e.g. ``Soccer``, ``MettaArena``, Craftax, and a user's env that declares
 one). A gymnasium-backend run renders through gymnasium's ``render_mode="rgb_array"``
 (:mod:`jaxrl.hostenv.play`); an EnvPool run does not render.
@@ -25,13 +25,13 @@ from typing import Any
 import jax
 import yaml
 
-import envs
-from envs import protocols
-from envs.protocols import Renderer
+from jaxrl import envs
 from jaxrl.commands.cli import HelpFormatter, prog
 from jaxrl.config import Config, ConfigError, EnvConfig
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.match import MatchCarry
+from jaxrl.envs import protocols
+from jaxrl.envs.protocols import Renderer
 from jaxrl.run.checkpoint import CheckpointError, error_line
 from jaxrl.run.play import (
     add_actions_flag,
@@ -82,12 +82,12 @@ def rule_policy_setup(overrides: dict) -> tuple[Setup, PolicyParams]:
 
 
 def _renderer(setup: Setup) -> Renderer:
-    """The renderer the run's env declares (:class:`envs.protocols.RenderableEnv`)."""
+    """The renderer the run's env declares (:class:`jaxrl.envs.protocols.RenderableEnv`)."""
     render = protocols.renderer(setup.env)
     if render is None:
         raise ConfigError(
             f"no renderer for {setup.config.env.name} runs (an env declares one: "
-            "envs.protocols.RenderableEnv)"
+            "jaxrl.envs.protocols.RenderableEnv)"
         )
     return render
 

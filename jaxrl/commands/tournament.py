@@ -36,12 +36,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs import protocols
 from jaxrl.commands.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.elo import bootstrap_elo, fit_elo
 from jaxrl.core.match import NETWORK, MatchPlan, MatchRecord
+from jaxrl.envs import protocols
 from jaxrl.run import play
 from jaxrl.run.checkpoint import Checkpointer, CheckpointError, error_line
 from jaxrl.run.play import (

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.protocols import ObsLeaf, ObsLeaves
+from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 
 NATURE_MIN_SIZE = 36  # smallest side the Nature CNN's three VALID layers leave one pixel of
 
@@ -59,7 +59,7 @@ def plan_encoders(
 ) -> tuple[LeafEncoding, ...] | None:
     """The encoding of one observation of ``obs_shape`` under ``network.encoder``.
 
-    ``leaves``: the env's :class:`envs.protocols.ObsLeaves` (a structured observation), else
+    ``leaves``: the env's :class:`jaxrl.envs.protocols.ObsLeaves` (a structured observation), else
     the observation is one leaf ``obs``. ``auto``: each ``[H, W, C]`` leaf gets ``nature`` if
     it is at least 36x36, else ``small``; other leaves pass flat. None: no leaf is an image
     (or ``mlp``): the flattened row goes to the torso as it is.

@@ -49,16 +49,16 @@ class BuiltEnv:
 
 def build_env(config: Config) -> BuiltEnv:
     """Build ``config.env`` once: the name must be registered, ``env.kwargs`` must fit and the
-    env must keep the contract (:func:`envs.check.check_once`: abstract, no compile).
+    env must keep the contract (:func:`jaxrl.envs.check.check_once`: abstract, no compile).
 
     Raises:
       ConfigError: one line naming the env and what to change.
     """
-    import envs  # noqa: PLC0415 - keep config importable without building envs
-    from envs import check  # noqa: PLC0415
+    from jaxrl import envs  # noqa: PLC0415 - keep config importable without building envs
+    from jaxrl.envs import check  # noqa: PLC0415
 
     env = config.env
-    if env.backend != "jax":  # a host env: spaces read from one instance (envs.host)
+    if env.backend != "jax":  # a host env: spaces read from one instance (jaxrl.envs.host)
         require(
             env.backend in BACKENDS,
             f"env.backend must be one of {', '.join(BACKENDS)}, got {env.backend!r}",
@@ -84,7 +84,7 @@ def build_env(config: Config) -> BuiltEnv:
         params = envs.override_params(default_params, env.kwargs)
     except (ValueError, TypeError) as err:
         raise ConfigError(f"env.kwargs: {env.name}: {err}") from None
-    try:  # the env contract, traced abstractly once per env in this process (envs.check)
+    try:  # the env contract, traced abstractly once per env in this process (jaxrl.envs.check)
         check.check_once(env.name, base_env, params)
     except check.EnvCheckError as err:
         raise ConfigError(f"env.name: {err}") from None

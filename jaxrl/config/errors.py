@@ -30,8 +30,8 @@ def suggest(word: str, options: list[str]) -> str:
 
 
 def check_env_overrides(where: str, overrides: Any, params: Any, *, staged: bool) -> None:
-    """:func:`envs.params.check_overrides`, its error as a :class:`ConfigError`."""
-    from envs.params import check_overrides  # noqa: PLC0415 - envs imports gymnax (a backend)
+    """:func:`jaxrl.envs.params.check_overrides`, its error as a :class:`ConfigError`."""
+    from jaxrl.envs.params import check_overrides  # noqa: PLC0415 - envs imports gymnax (a backend)
 
     try:
         check_overrides(where, overrides, params, staged=staged)
@@ -40,12 +40,12 @@ def check_env_overrides(where: str, overrides: Any, params: Any, *, staged: bool
 
 
 def apply_env_overrides(where: str, overrides: Any, params: Any) -> Any:
-    """``params`` with ``overrides`` applied (:func:`envs.override_params`), checked first.
+    """``params`` with ``overrides`` applied (:func:`jaxrl.envs.override_params`), checked first.
 
     Stage and lane overrides sit on top of ``env.kwargs``: their values become array leaves
     stacked next to the training envs' params, so only array leaves can differ (``staged``).
     """
-    import envs  # noqa: PLC0415 - keep config importable without building envs
+    from jaxrl import envs  # noqa: PLC0415 - keep config importable without building envs
 
     check_env_overrides(where, overrides, params, staged=True)
     try:

@@ -1,6 +1,6 @@
 """``env.backend: gymnasium | envpool``: what the host path refuses, and its env checks.
 
-A host env (:mod:`envs.host`) is stepped in NumPy by the actor of :mod:`jaxrl.hostenv`; the
+A host env (:mod:`jaxrl.envs.host`) is stepped in NumPy by the actor of :mod:`jaxrl.hostenv`; the
 features of the compiled step do not ride on it. Every key of :class:`Config` is either
 honoured by the host path (:data:`HOST_SUPPORTED`), refused with it (:data:`HOST_UNSUPPORTED`),
 or part of a section that acts only once a refused key switches it on (:data:`HOST_IDLE`):
@@ -78,13 +78,13 @@ def validate_host(config: Config) -> None:
 
 def host_spaces(config: Config) -> Any:
     """Build one instance of the host env for the config checks and read its spaces
-    (:class:`envs.host.HostSpaces`).
+    (:class:`jaxrl.envs.host.HostSpaces`).
 
     Raises:
       ConfigError: the backend is not installed, the task id is unknown, or a space is not
         supported.
     """
-    from envs.host import HostEnvError, make_vec  # noqa: PLC0415 - gymnasium/envpool, optional
+    from jaxrl.envs.host import HostEnvError, make_vec  # noqa: PLC0415 - gymnasium/envpool, optional
 
     try:
         vec = make_vec(config.env.backend, config.env.name, 1, seed=0, kwargs=config.env.kwargs)
@@ -98,7 +98,7 @@ def host_spaces(config: Config) -> Any:
 
 def host_encoder(encoder: str, spaces: Any, name: str) -> str | None:
     """The CNN (``nature`` | ``small``) of ``network.encoder`` for a host env's images
-    (``spaces``: :class:`envs.host.HostSpaces`), or None: the observations go flattened to the
+    (``spaces``: :class:`jaxrl.envs.host.HostSpaces`), or None: the observations go flattened to the
     MLP (vectors, or ``mlp``). ``auto`` on images: the Nature CNN from 36x36 up (Atari's
     84x84, as always), the small one below.
 

@@ -236,11 +236,11 @@ def save_config(config: Config, path: str | Path, history: tuple[str, ...] = ())
     as ``# `` comment lines at its top (what resuming changed, see :func:`config_history`).
 
     An env a fresh process would not find by its name (one registered from Python) gets its
-    factory's import path recorded as ``env.source`` (:func:`envs.source`).
+    factory's import path recorded as ``env.source`` (:func:`jaxrl.envs.source`).
     """
     data = config.to_dict()
     if not config.env.source:
-        import envs  # noqa: PLC0415 - keep config importable without building envs
+        from jaxrl import envs  # noqa: PLC0415 - keep config importable without building envs
 
         data["env"]["source"] = envs.source(config.env.name)
     header = "".join(f"# {line}\n" for line in history)

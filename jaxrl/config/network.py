@@ -26,7 +26,7 @@ class NetworkConfig:
     core: str = "none"  # recurrent core between torso and heads: none | gru | lstm
     core_size: int = 128  # recurrent core width
     core_unroll: int = 0  # core scan steps per loop iteration; 0: 1 on CPU, a sequence on GPU/TPU
-    # > 0: encode the env's entity blocks (envs.protocols.EntityObservation: soccer's teammates
+    # > 0: encode the env's entity blocks (jaxrl.envs.protocols.EntityObservation: soccer's teammates
     # and opponents) with one shared layer of this width per group, pooled over the present
     # ones, before each torso; 0: the observation row goes to the torso as it is
     entity_width: int = 0
@@ -68,7 +68,7 @@ def validate(config: Config) -> None:
 def validate_env(config: Config, built: BuiltEnv) -> None:
     """``network.entity_width`` needs an env whose rows have entity blocks; ``network.encoder``
     must fit the env's observations."""
-    from envs import protocols  # noqa: PLC0415 - keep config importable without building envs
+    from jaxrl.envs import protocols  # noqa: PLC0415 - keep config importable without building envs
 
     net = config.network
     require(
@@ -90,7 +90,7 @@ def validate_env(config: Config, built: BuiltEnv) -> None:
     require(
         not net.entity_width or protocols.entity_layout(built.env) is not None,
         f"network.entity_width: {config.env.name} declares no entity blocks in its observation "
-        "(envs.protocols.EntityObservation); set it to 0",
+        "(jaxrl.envs.protocols.EntityObservation); set it to 0",
     )
 
 
@@ -101,8 +101,8 @@ def encoder_plan(config: Config, env: Any, env_params: Any) -> Any:
     Raises:
       ConfigError: the encoder does not fit the observations (one line).
     """
-    from envs import protocols  # noqa: PLC0415
     from jaxrl.config.encoders import plan_encoders  # noqa: PLC0415 - imports envs (gymnax)
+    from jaxrl.envs import protocols  # noqa: PLC0415
 
     obs_shape = tuple(env.observation_space(env_params).shape)
     if protocols.num_agents(env) > 1:

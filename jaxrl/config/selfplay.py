@@ -200,9 +200,9 @@ def validate_exploiter_envs(config: Config) -> None:
 
 
 def validate_env(config: Config, built: BuiltEnv) -> None:
-    """Self-play needs a two-team env (:class:`envs.protocols.TwoTeamEnv`); the exploiters'
+    """Self-play needs a two-team env (:class:`jaxrl.envs.protocols.TwoTeamEnv`); the exploiters'
     env overrides fit its params."""
-    from envs import protocols  # noqa: PLC0415 - keep config importable without building envs
+    from jaxrl.envs import protocols  # noqa: PLC0415 - keep config importable without building envs
 
     sp = config.selfplay
     if sp.pool_size <= 0:  # off (or refused by validate)

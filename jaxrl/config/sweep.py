@@ -78,13 +78,13 @@ def member_kind(where: str, key: str, values: list[float], env_params: Any) -> s
             require(rule(float(value)), f"{where}: every value must be {text}, got {value}")
         return "float"
     if key.startswith(ENV_PREFIX):
-        from envs.params import check_leaf_values  # noqa: PLC0415 - envs imports gymnax
+        from jaxrl.envs.params import check_leaf_values  # noqa: PLC0415 - envs imports gymnax
 
         try:
             kind = check_env_values(key, values, env_params)
         except ValueError as err:
             raise ConfigError(f"{where}: {str(err).removeprefix(f'{key}: ')}") from None
-        try:  # the env's declared domain (envs.domains), as for env.kwargs
+        try:  # the env's declared domain (jaxrl.envs.domains), as for env.kwargs
             shown = [int(v) for v in values] if kind == "int" else values  # 7, not 7.0
             check_leaf_values(where, key[len(ENV_PREFIX) :], shown, env_params)
         except ValueError as err:
@@ -99,7 +99,7 @@ def member_kind(where: str, key: str, values: list[float], env_params: Any) -> s
 def check_not_staged(config: Config, keys: list[str], where: str) -> None:
     """Env keys that vary per member must not be set by a curriculum stage as well (a stage's
     value would overwrite the member's)."""
-    from envs.params import flatten  # noqa: PLC0415 - envs imports gymnax (a backend)
+    from jaxrl.envs.params import flatten  # noqa: PLC0415 - envs imports gymnax (a backend)
 
     staged = {path for stage in config.curriculum.stages for path in flatten(stage.env)}
     for key in keys:

@@ -132,7 +132,7 @@ def member_env_params(env_params: Any, hyper: Hyper) -> Any:
     (values are checked at load to cast without loss). Traced per member, so every member of
     a vmapped run plays under its own values in the one compiled program.
     """
-    from envs.params import get_path, replace_path  # noqa: PLC0415 - see base_hyper
+    from jaxrl.envs.params import get_path, replace_path  # noqa: PLC0415 - see base_hyper
 
     for path, value in hyper.env.items():
         # A Python int leaf reads as int64: JAX's own width (int32 without x64).
@@ -170,8 +170,8 @@ def base_hyper(config: Config) -> Hyper:
     keys = varied_env_keys(config)
     if keys:
         # Local: hyper is imported by the config's validation, which keeps envs lazy.
-        import envs  # noqa: PLC0415
-        from envs.params import get_path  # noqa: PLC0415
+        from jaxrl import envs  # noqa: PLC0415
+        from jaxrl.envs.params import get_path  # noqa: PLC0415
 
         _, env_params = envs.make(
             config.env.name, make_kwargs=config.env.make_kwargs, **config.env.kwargs

@@ -24,8 +24,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs import protocols
 from jaxrl.config import Config
+from jaxrl.envs import protocols
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,13 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs import protocols
-from envs.wrappers import legal_actions, player_to_move
 from jaxrl.core import opponents
 from jaxrl.core.acting import ActOutput, PolicyParams, PolicySpec, act
 from jaxrl.core.layout import Layout, shard_rows
 from jaxrl.core.networks import mask_logits
 from jaxrl.core.opponents import LaneCarry, LeagueTally
+from jaxrl.envs import protocols
+from jaxrl.envs.wrappers import legal_actions, player_to_move
 
 FROM_PARAMS = -1  # opponent kind: the scripted policy the env params name
 NETWORK = -2  # opponent (or learner) kind: a network
@@ -62,12 +62,12 @@ class MatchSpec:
 
     @property
     def masked(self) -> bool:
-        """The env says which actions are legal (:class:`envs.protocols.ActionMaskEnv`)."""
+        """The env says which actions are legal (:class:`jaxrl.envs.protocols.ActionMaskEnv`)."""
         return protocols.action_masked(self.env) is not None
 
     @property
     def turn_based(self) -> bool:
-        """One slot moves per step (:class:`envs.protocols.TurnBasedEnv`)."""
+        """One slot moves per step (:class:`jaxrl.envs.protocols.TurnBasedEnv`)."""
         return protocols.turn_based(self.env) is not None
 
 
@@ -178,8 +178,8 @@ class MatchRecord(struct.PyTreeNode):
 
 class Situation(struct.PyTreeNode):
     """What an env's state says about the next step, per env: every slot's legal actions
-    (:class:`envs.protocols.ActionMaskEnv`) and the slot to move
-    (:class:`envs.protocols.TurnBasedEnv`); None for an env without them."""
+    (:class:`jaxrl.envs.protocols.ActionMaskEnv`) and the slot to move
+    (:class:`jaxrl.envs.protocols.TurnBasedEnv`); None for an env without them."""
 
     legal: Any = None  # [N, (A,) num_actions] bool
     mover: Any = None  # [N] int32, the slot whose action the next step applies
@@ -564,8 +564,8 @@ def learner_actions(
 
 def default_kind(env: Any) -> int:
     """The scripted kind ``FROM_PARAMS`` means for env params that name none (params without
-    :class:`envs.protocols.ScriptedOpponentParams`): the league's anchor ``"rule"``
-    (:func:`envs.protocols.scripted_kinds`), else the env's first kind."""
+    :class:`jaxrl.envs.protocols.ScriptedOpponentParams`): the league's anchor ``"rule"``
+    (:func:`jaxrl.envs.protocols.scripted_kinds`), else the env's first kind."""
     kinds = protocols.scripted_kinds(env)  # "rule": the env's, or its random mover
     return kinds.get(protocols.LEAGUE_ANCHOR, next(iter(kinds.values())))
 

@@ -64,8 +64,8 @@ class EntityEncoder(nn.Module):
     """Observation rows with entity blocks -> a fixed-size row that ignores the blocks' order.
 
     ``[B, layout.size] -> [B, F_own + sum over groups of (width + 1)]``: the row's own
-    features (:attr:`envs.protocols.EntityLayout.own_features`) as they are, then per group
-    (:class:`envs.protocols.EntityGroup`) every block through one shared
+    features (:attr:`jaxrl.envs.protocols.EntityLayout.own_features`) as they are, then per group
+    (:class:`jaxrl.envs.protocols.EntityGroup`) every block through one shared
     ``relu(Dense(width))``, averaged over the present blocks (presence flag > 0.5; zeros where
     none is), and the present fraction of the group's blocks. The blocks of a group are
     interchangeable: the output does not depend on their order, and an absent block's features
@@ -77,7 +77,7 @@ class EntityEncoder(nn.Module):
     league markedly slower on a CPU (figures: docs/results/speed.md#why-the-code-is-as-it-is).
     """
 
-    layout: Any  # envs.protocols.EntityLayout (static: it fixes the slicing)
+    layout: Any  # jaxrl.envs.protocols.EntityLayout (static: it fixes the slicing)
     width: int  # features per encoded block
     dtype: Any = jnp.float32
 
@@ -205,7 +205,7 @@ class ActorCritic(nn.Module):
     core_unroll: int = 1
     dtype: Any = jnp.float32
     obs_ndim: int = 1  # trailing observation axes, flattened into one feature axis
-    # envs.protocols.EntityLayout of an observation row, encoded by an EntityEncoder of
+    # jaxrl.envs.protocols.EntityLayout of an observation row, encoded by an EntityEncoder of
     # entity_width features per block before each torso; None or 0: rows go to the torso as
     # they are.
     entities: Any = None
@@ -296,7 +296,7 @@ def make_distribution(policy_params, discrete: bool, legal=None) -> distrax.Dist
     """The action distribution for the network's float32 policy output.
 
     ``legal``: bool ``[..., num_actions]`` legal actions of a discrete policy (an
-    :class:`envs.protocols.ActionMaskEnv`), or None (every action legal).
+    :class:`jaxrl.envs.protocols.ActionMaskEnv`), or None (every action legal).
     """
     if discrete:
         return distrax.Categorical(logits=mask_logits(policy_params, legal))

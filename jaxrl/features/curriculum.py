@@ -27,11 +27,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from envs.params import flatten, get_path, replace_path
 from jaxrl.config import SWITCHABLE, CurriculumConfig
 from jaxrl.core.layout import Layout
 from jaxrl.core.match import MatchPlan
 from jaxrl.core.metrics import MetricSpec, Scalar
+from jaxrl.envs.params import flatten, get_path, replace_path
 from jaxrl.features import (
     BuildContext,
     Feature,

@@ -1,6 +1,6 @@
 """Evaluation lanes: envs that measure the learner inside the compiled step.
 
-Each lane of ``evaluation.lanes`` adds ``envs`` envs after the training envs, on its own
+Each lane of ``evaluation.lanes`` adds ``jaxrl.envs`` envs after the training envs, on its own
 env params (``env.kwargs`` plus the lane's overrides, e.g. the RulePolicy at one team size).
 The learner acts in them with the same forward pass as in training (the mode of its policy
 by default), but their steps never reach the loss, the normaliser or any other feature. A
@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-import envs
+from jaxrl import envs
 from jaxrl.config import EvaluationConfig
 from jaxrl.core.elo import elo_from_score
 from jaxrl.core.layout import Layout, sum_over_devices

@@ -11,8 +11,8 @@ run driver (:mod:`jaxrl.run.driver`) steps, as it steps the JAX path's compiled 
 :mod:`jaxrl.hostenv.play` plays a trained host run (evaluate, render, export, ``load_policy``).
 
 Modules:
-  spaces: :mod:`envs.host`'s spaces of a host env, with the trainer's errors.
-  vecenv: :mod:`envs.host`'s vectorised host env (gymnasium or EnvPool), with its errors.
+  spaces: :mod:`jaxrl.envs.host`'s spaces of a host env, with the trainer's errors.
+  vecenv: :mod:`jaxrl.envs.host`'s vectorised host env (gymnasium or EnvPool), with its errors.
   networks: a Nature-CNN encoder in front of jaxrl's actor-critic for image observations.
   actor: the rollout on the host.
   learner: the compiled update.

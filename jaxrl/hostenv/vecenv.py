@@ -1,4 +1,4 @@
-"""The vectorised host env of :mod:`envs.host`, its errors as :class:`ConfigError` (one line,
+"""The vectorised host env of :mod:`jaxrl.envs.host`, its errors as :class:`ConfigError` (one line,
 exit 2) for the trainer.
 """
 
@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.host import (  # noqa: F401 - the trainer's names for the host env, as before
+from jaxrl.config.errors import ConfigError
+from jaxrl.envs.host import (  # noqa: F401 - the trainer's names for the host env, as before
     EnvPoolVec,
     GymnasiumVec,
     HostEnvError,
     HostStep,
     HostVecEnv,
 )
-from envs.host import make_vec as _make_vec
-from jaxrl.config.errors import ConfigError
+from jaxrl.envs.host import make_vec as _make_vec
 
 
 def make_vec(
     backend: str, name: str, num_envs: int, seed: int, kwargs: dict[str, Any]
 ) -> HostVecEnv:
-    """:func:`envs.host.make_vec`: ``num_envs`` envs of task ``name`` from ``backend``, seeded.
+    """:func:`jaxrl.envs.host.make_vec`: ``num_envs`` envs of task ``name`` from ``backend``, seeded.
 
     Raises:
       ConfigError: the backend's package is not installed, or it cannot make ``name``.

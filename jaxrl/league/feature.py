@@ -22,7 +22,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from envs import protocols
 from jaxrl.config import SelfPlayConfig
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.layout import Layout, sum_over_devices
@@ -30,6 +29,7 @@ from jaxrl.core.match import MatchPlan
 from jaxrl.core.metrics import MetricSpec, Scalar, mean_of
 from jaxrl.core.opponents import RESULT_NAMES
 from jaxrl.core.types import RunningStats
+from jaxrl.envs import protocols
 from jaxrl.features import (
     BuildContext,
     Feature,

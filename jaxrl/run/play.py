@@ -31,8 +31,7 @@ import jax.numpy as jnp
 import yaml
 from flax import struct
 
-import envs
-from envs import protocols
+from jaxrl import envs
 from jaxrl.config import load_run_config
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.layout import Layout
@@ -46,6 +45,7 @@ from jaxrl.core.match import (
     start_matches,
 )
 from jaxrl.core.types import RunningStats
+from jaxrl.envs import protocols
 from jaxrl.features.curriculum import stage_params
 from jaxrl.run.checkpoint import Checkpointer, CheckpointError
 from jaxrl.run.runner import init_params
@@ -179,7 +179,7 @@ def stage_env_params(setup: Setup, stage: int | None = None) -> Any:
 
 
 def with_team_size(setup: Setup, env_params: Any, size: int, flag: str = "--team-size") -> Any:
-    """``env_params`` with ``size`` players a side (:class:`envs.protocols.VariableTeamSize`;
+    """``env_params`` with ``size`` players a side (:class:`jaxrl.envs.protocols.VariableTeamSize`;
     a two-team env of fixed size takes only its own ``team_size``, params unchanged).
 
     Raises:
@@ -223,7 +223,7 @@ def play_params(
 
 
 def scripted_kind(setup: Setup, name: str, flag: str = "--opponent") -> int:
-    """The kind of the env's scripted policy ``name`` (:class:`envs.protocols.TwoTeamEnv`).
+    """The kind of the env's scripted policy ``name`` (:class:`jaxrl.envs.protocols.TwoTeamEnv`).
 
     Raises:
       ValueError: ``"{flag}..."``, an env without an opponent team or an unknown name.

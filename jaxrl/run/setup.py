@@ -21,8 +21,7 @@ import numpy as np
 import optax
 from jax.sharding import Mesh
 
-import envs
-from envs import protocols
+from jaxrl import envs
 from jaxrl.config import Config, ConfigError
 from jaxrl.core import prng
 from jaxrl.core.acting import PolicySpec
@@ -36,6 +35,7 @@ from jaxrl.core.networks import ActorCritic
 from jaxrl.core.opponents import RESULT_NAMES
 from jaxrl.core.ppo import LearnSpec, UpdateSpec
 from jaxrl.core.precision import compute_dtype
+from jaxrl.envs import protocols
 from jaxrl.features import (
     BuildContext,
     Feature,
