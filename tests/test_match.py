@@ -213,7 +213,7 @@ def test_opponent_actions_by_group(league, setup):
     team_obs = carry.opponent.obs.reshape((ENVS, size) + setup.obs_shape)
     scripted = jax.vmap(setup.env.scripted_team_actions)(keys.scripted, team_obs, kind, skill)
     np.testing.assert_array_equal(action[1], scripted[1])
-    rows = opponents.pool_rows(spec.layout)
+    rows = opponents.lane_rows(spec.layout)
     lane_action, lane_hidden = opponents.lane_actions(
         spec.policy,
         spec.layout,

@@ -18,7 +18,7 @@ from jaxrl.core.opponents import (
     bookkeeping,
     empty_tally,
     group_actions,
-    pool_rows,
+    lane_rows,
     pure_results,
     redraw_lanes,
     start_lanes,
@@ -98,7 +98,7 @@ def test_start_lanes_and_empty_tally():
     assert not lanes.fresh.any() and lanes.pure.all()
     assert empty_tally(layout).slot_results.shape == (4, 3)
     assert empty_tally(_layout(lanes=0, lane_envs=0)) is None
-    assert pool_rows(layout) == slice(2 * 2, 8 * 2)
+    assert lane_rows(layout) == slice(2 * 2, 8 * 2)
 
 
 def test_pure_results_count_only_whole_matches_of_one_slot():

@@ -529,8 +529,7 @@ def _check_resume_devices(setup: Setup, saved: int | None) -> None:
     evaluation always works.
     """
     layout = setup.layout
-    grouped = layout.selfplay or layout.per_env_params  # evaluation lanes, curriculum replay
-    if saved is None or saved == layout.devices or not grouped:
+    if saved is None or saved == layout.devices or not layout.grouped:
         return
     raise TrainingError(
         f"this run was trained on {saved} devices with env groups (self-play, evaluation lanes "
