@@ -95,6 +95,14 @@ class Registration:
     kind: Literal["member", "learner", "population"] = "member"
     layout: Callable[[Any, int], LayoutNeeds] | None = None
 
+    def __post_init__(self):
+        """Refuse a kind the registry does not build."""
+        if self.kind not in KINDS:
+            raise ValueError(f"feature kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+
+
+KINDS = ("member", "learner", "population")  # what a Registration's ``kind`` may be
+
 
 def merge_needs(needs: Sequence[LayoutNeeds]) -> LayoutNeeds:
     """One layout's needs from every feature's: per-env params if any asks, the one
