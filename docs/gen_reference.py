@@ -44,9 +44,9 @@ CLI_MODULES = (
     "jaxrl.commands.export",
     "jaxrl.commands.render",
     "jaxrl.commands.plot",
-    "bench.throughput",
-    "bench.league_population",
-    "bench.random_policy",
+    "jaxrl.bench.throughput",
+    "jaxrl.bench.league_population",
+    "jaxrl.bench.random_policy",
 )
 # Installed console scripts (pyproject.toml [project.scripts]) and the module each runs.
 CONSOLE_SCRIPTS = {

@@ -43,7 +43,7 @@ def test_every_config_key_has_a_meaning():
 
 def test_every_flag_has_help():
     flags = list(gen.cli_flags())
-    assert {f.command for f in flags} >= {f"python -m {m}" for m in gen.CLI_MODULES}
+    assert {f.command for f in flags} >= {f"python -m {gen.entry(m)}" for m in gen.CLI_MODULES}
     missing = [f"{f.command} {f.flags}" for f in flags if not f.help.strip()]
     assert not missing, f"flags without help: {missing}"
 
@@ -71,8 +71,8 @@ def test_every_config_file_is_described():
 
 
 def test_every_command_with_a_parser_is_generated():
-    defining = {
-        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+    defining = {  # bench/ and envs/ install as jaxrl.bench and jaxrl.envs
+        ".".join(("jaxrl",) * (folder != "jaxrl") + p.relative_to(ROOT).with_suffix("").parts)
         for folder in ("jaxrl", "bench", "envs")
         for p in (ROOT / folder).rglob("*.py")
         if re.search(r"^def build_parser\(", p.read_text(), re.MULTILINE)

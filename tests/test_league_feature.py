@@ -1,8 +1,8 @@
 """The league as a train-step feature: where it plans among the features.
 
-Self-play reads the switches the curriculum writes into the plan; it declares so
-(``after = ("curriculum",)``), and the order follows from the declarations, not from the
-order the builders are listed in.
+Self-play reads the curriculum's per-env switch of it; it declares so
+(``reads = ("curriculum",)``), and the order follows from the declarations, not from the
+order the features are registered in.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class _Stub(Feature):
     def init(self, params, obs_stats):
         return None
 
-    def after_update(self, state, result):
+    def after_update(self, state, result, reads=None):
         return state, None
 
     def metric_specs(self):
@@ -40,7 +40,7 @@ class _Stub(Feature):
 
 def test_selfplay_plans_after_the_curriculum_in_any_listed_order():
     curriculum, selfplay, lanes = _bare(Curriculum), _bare(SelfPlay), _bare(EvalLanes)
-    assert SelfPlay.after == ("curriculum",)
+    assert SelfPlay.reads == ("curriculum",)
     for listed in ((selfplay, curriculum, lanes), (lanes, selfplay, curriculum)):
         names = [f.name for f in order_features(listed)]
         assert names.index("curriculum") < names.index("selfplay")

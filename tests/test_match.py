@@ -19,6 +19,7 @@ from jaxrl.commands.evaluate import eval_layout
 from jaxrl.config import config_from_dict
 from jaxrl.core import opponents
 from jaxrl.core.acting import PolicyParams, act
+from jaxrl.core.layout import OpponentGroups
 from jaxrl.core.match import (
     FROM_PARAMS,
     NETWORK,
@@ -33,6 +34,7 @@ from jaxrl.core.match import (
     step_keys,
     team_rows,
 )
+from jaxrl.core.opponents import OpponentPlan
 from jaxrl.core.types import RunningStats
 from jaxrl.run.runner import init_params
 from jaxrl.run.setup import make_setup
@@ -155,9 +157,8 @@ def test_learner_drives_its_side_and_sees_its_own_rows(play, setup):
 @pytest.fixture(scope="module")
 def league(setup):
     """A 4-env batch with league groups (latest 1, rule 1, one lane of 2), started."""
-    layout = dataclasses.replace(
-        eval_layout(setup, ENVS), latest_envs=1, rule_envs=1, pool_lanes=1, lane_envs=2, pool_size=1
-    )
+    groups = OpponentGroups(current_envs=1, scripted_envs=1, lanes=1, lane_envs=2, start_entry=1)
+    layout = dataclasses.replace(eval_layout(setup, ENVS), opponents=groups)
     spec = MatchSpec(setup.env, setup.policy, layout, deterministic=True, eval_deterministic=True)
     stats = RunningStats.create(setup.obs_shape)
     learner = PolicyParams(params=init_params(setup, jax.random.key(0)), obs_stats=stats)
@@ -165,8 +166,10 @@ def league(setup):
     params = setup.env_params.replace(blue_size=2, orange_size=2, opponent_kind=RULE)
     plan = idle_plan(layout, params).replace(
         opponent_kind=jnp.asarray([NETWORK, RULE, NETWORK, NETWORK], jnp.int32),
-        pool=jax.tree.map(lambda a, b: jnp.stack([a, b]), snapshot, learner),
-        lane_probs=jnp.asarray([1.0, 0.0]),
+        opponents=OpponentPlan(
+            params=jax.tree.map(lambda a, b: jnp.stack([a, b]), snapshot, learner),
+            probs=jnp.asarray([1.0, 0.0]),
+        ),
     )
     carry = start_matches(spec, setup.network.initial_hidden, plan, jax.random.key(1))
     carry = carry.replace(
@@ -195,7 +198,8 @@ def test_learner_pass_batches_the_current_policy_opponents(league):
     )
     np.testing.assert_allclose(latest.value, theirs.value, atol=1e-6)
     # Without a current-policy group there is no second part.
-    plain = dataclasses.replace(spec, layout=dataclasses.replace(spec.layout, latest_envs=0))
+    no_current = dataclasses.replace(spec.layout.opponents, current_envs=0)
+    plain = dataclasses.replace(spec, layout=dataclasses.replace(spec.layout, opponents=no_current))
     assert learner_pass(plain, learner, carry, keys.learner)[1] is None
 
 
@@ -213,11 +217,11 @@ def test_opponent_actions_by_group(league, setup):
     team_obs = carry.opponent.obs.reshape((ENVS, size) + setup.obs_shape)
     scripted = jax.vmap(setup.env.scripted_team_actions)(keys.scripted, team_obs, kind, skill)
     np.testing.assert_array_equal(action[1], scripted[1])
-    rows = opponents.pool_rows(spec.layout)
+    rows = opponents.lane_rows(spec.layout)
     lane_action, lane_hidden = opponents.lane_actions(
         spec.policy,
         spec.layout,
-        plan.pool,
+        plan.opponents.params,
         carry.opponent.lanes,
         carry.opponent.obs[rows],
         carry.opponent.is_first[rows],

@@ -11,14 +11,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import SelfPlayConfig
-from jaxrl.core.layout import Layout
+from jaxrl.core.layout import Layout, OpponentGroups
 from jaxrl.core.match import NETWORK
 from jaxrl.core.opponents import (
     LaneCarry,
+    OpponentPlan,
     bookkeeping,
     empty_tally,
     group_actions,
-    pool_rows,
+    lane_rows,
     pure_results,
     redraw_lanes,
     start_lanes,
@@ -36,12 +37,14 @@ def _layout(latest=1, rule=1, lanes=2, lane_envs=3, pool_size=3, eval_envs=1, si
         num_agents=2 * size,
         two_team=True,
         team_size=size,
-        latest_envs=latest,
-        rule_envs=rule,
-        pool_lanes=lanes,
-        lane_envs=lane_envs,
-        pool_size=pool_size,
         per_env_params=False,
+        opponents=OpponentGroups(
+            current_envs=latest,
+            scripted_envs=rule,
+            lanes=lanes,
+            lane_envs=lane_envs,
+            start_entry=pool_size,
+        ),
     )
 
 
@@ -56,12 +59,12 @@ def _lanes(slot, fresh, pure) -> LaneCarry:
 def test_group_sizes_split_the_training_envs():
     config = SelfPlayConfig(pool_size=4, latest_fraction=0.25, rule_fraction=0.25, lanes=3)
     sizes = group_sizes(config, 24)
-    assert (sizes.latest_envs, sizes.rule_envs, sizes.pool_lanes, sizes.lane_envs) == (6, 6, 3, 4)
-    assert sizes.pool_size == 4
+    assert (sizes.current_envs, sizes.scripted_envs, sizes.lanes, sizes.lane_envs) == (6, 6, 3, 4)
+    assert sizes.start_entry == 4  # entry K: the current policy
     # Every env against the current policy or the rule: no lanes.
     config = SelfPlayConfig(pool_size=4, latest_fraction=0.5, rule_fraction=0.5, lanes=3)
-    assert (group_sizes(config, 8).pool_lanes, group_sizes(config, 8).lane_envs) == (0, 0)
-    assert group_sizes(SelfPlayConfig(), 8).pool_size == 0  # self-play off
+    assert (group_sizes(config, 8).lanes, group_sizes(config, 8).lane_envs) == (0, 0)
+    assert group_sizes(SelfPlayConfig(), 8) == OpponentGroups()  # self-play off
 
 
 def test_group_kinds_and_masks():
@@ -70,9 +73,10 @@ def test_group_kinds_and_masks():
         group_kinds(layout, RULE), [NETWORK, NETWORK, RULE] + [NETWORK] * 2
     )
     on = jnp.asarray([True, False, True, True, True])
-    mask = group_mask(layout, layout.latest_envs, layout.pool_start, on)  # the rule group
+    groups = layout.opponents
+    mask = group_mask(layout, groups.current_envs, groups.lanes_start, on)  # the rule group
     np.testing.assert_array_equal(mask, [False, False, True, False, False, False])
-    mask = group_mask(layout, 0, layout.latest_envs, on)  # latest, env 1 switched off
+    mask = group_mask(layout, 0, groups.current_envs, on)  # latest, env 1 switched off
     np.testing.assert_array_equal(mask, [True, False, False, False, False, False])
 
 
@@ -98,7 +102,7 @@ def test_start_lanes_and_empty_tally():
     assert not lanes.fresh.any() and lanes.pure.all()
     assert empty_tally(layout).slot_results.shape == (4, 3)
     assert empty_tally(_layout(lanes=0, lane_envs=0)) is None
-    assert pool_rows(layout) == slice(2 * 2, 8 * 2)
+    assert lane_rows(layout) == slice(2 * 2, 8 * 2)
 
 
 def test_pure_results_count_only_whole_matches_of_one_slot():
@@ -159,7 +163,7 @@ def test_redraw_to_the_same_slot_does_not_restart():
 def _bookkeeping(lanes: int):
     layout = _layout(latest=1, rule=1, lanes=lanes, lane_envs=2, size=2)
     num_envs = layout.total_envs  # 4 training envs with a lane, 2 without; 1 evaluation env
-    probs = jnp.asarray([0.0, 0.0, 0.0, 1.0])
+    planned = OpponentPlan(params=None, probs=jnp.asarray([0.0, 0.0, 0.0, 1.0]))  # no acting here
     carry = _lanes([0] * lanes, np.ones((lanes, 2)), np.ones((lanes, 2)))
     done = jnp.asarray([1, 0, 0, 1, 0] if lanes else [1, 0, 1], bool)
     networked = jnp.ones((num_envs,), bool)
@@ -168,7 +172,7 @@ def _bookkeeping(lanes: int):
     return (
         layout,
         done,
-        bookkeeping(layout, carry, done, networked, outcome, probs, jax.random.key(0)),
+        bookkeeping(layout, carry, done, networked, outcome, planned, jax.random.key(0)),
     )
 
 

@@ -66,7 +66,7 @@ def _user_project(root: Path) -> Path:
 
 def test_commands_run_from_a_folder_with_its_own_envs_and_bench(tmp_path):
     """``python -m jaxrl.train`` trains from a folder that has its own ``envs/`` and ``bench/``
-    packages (the user's env found by its import path ``envs.corridor:Corridor``), then
+    packages (the user's env found by its import path ``jaxrl.envs.corridor:Corridor``), then
     ``python -m jaxrl.evaluate`` plays the run, from the same folder."""
     project = _user_project(tmp_path / "project")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -15,12 +15,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from flax import struct
 
 from jaxrl.commands.train import train
 from jaxrl.config import ConfigError, SelfPlayConfig, config_from_dict
 from jaxrl.core.acting import PolicyParams, act
-from jaxrl.core.layout import Layout
+from jaxrl.core.layout import Layout, OpponentGroups
 from jaxrl.core.match import NETWORK
 from jaxrl.core.opponents import LeagueTally
 from jaxrl.core.types import EpisodeSums, RunningStats
@@ -164,12 +163,6 @@ def test_learner_rating_is_carried_in_graph(chunks):
     assert snapshot_elo.size == 3 and (np.abs(snapshot_elo - RULE_ELO) < 800.0).all()
 
 
-class _Plan(struct.PyTreeNode):
-    """The part of a ``MatchPlan`` the league reads after an update: no curriculum switch."""
-
-    switches: dict
-
-
 def test_league_rating_holds_at_2048_envs():
     # The feature's own after_update at the scale that broke the K update: 2048 envs, 768 of
     # them against the rule, each ending a match per update, for a learner whose true rating
@@ -180,12 +173,10 @@ def test_league_rating_holds_at_2048_envs():
         num_agents=6,
         two_team=True,
         team_size=3,
-        latest_envs=512,
-        rule_envs=768,
-        pool_lanes=3,
-        lane_envs=256,
-        pool_size=8,
         per_env_params=False,
+        opponents=OpponentGroups(
+            current_envs=512, scripted_envs=768, lanes=3, lane_envs=256, start_entry=8
+        ),
     )
     config = SelfPlayConfig(pool_size=8, snapshot_every=4, lanes=3)
     league = SelfPlay(config=config, layout=layout, rule_kind=1)
@@ -213,7 +204,7 @@ def test_league_rating_holds_at_2048_envs():
             obs_stats=RunningStats.create((2,)),
             sums=sums,
             tally=LeagueTally(slot_results=slot_results),
-            plan=_Plan(switches={}),
+            plan=None,  # the league reads no plan after an update
             update_step=jnp.int32(update),
         )
         state, output = step(state, result)
@@ -248,7 +239,8 @@ def test_snapshots_and_opponent_draws_do_not_retrace(chunks):
 def test_opponent_groups_and_sides(chunks, config):
     setup, runner, _, _ = chunks
     layout = setup.layout
-    assert (layout.latest_envs, layout.rule_envs, layout.pool_lanes, layout.lane_envs) == (
+    groups = layout.opponents
+    assert (groups.current_envs, groups.scripted_envs, groups.lanes, groups.lane_envs) == (
         2,
         2,
         2,
@@ -415,14 +407,14 @@ def test_recurrent_opponents_carry_their_own_hidden_state():
     opponent, layout = runner.match.opponent, setup.layout
     # Separate torsos: an actor and a critic GRU carry per opponent row.
     for carry in opponent.hidden_latest:
-        assert carry.shape == (layout.latest_envs * 3, 8)
+        assert carry.shape == (layout.opponents.current_envs * 3, 8)
         assert np.abs(np.asarray(carry)).max() > 0
     for carry in opponent.lanes.hidden:
-        assert carry.shape == (layout.pool_lanes, layout.lane_envs * 3, 8)
+        assert carry.shape == (layout.opponents.lanes, layout.opponents.lane_envs * 3, 8)
         assert np.abs(np.asarray(carry)).max() > 0
     # The current-policy opponents' carries are their own, not the learner's rows of the
     # same envs (the two teams see different observations).
-    learner_rows = np.asarray(runner.match.hidden[0])[: layout.latest_envs * 3]
+    learner_rows = np.asarray(runner.match.hidden[0])[: layout.opponents.current_envs * 3]
     assert not np.allclose(learner_rows, np.asarray(opponent.hidden_latest[0]))
 
 

@@ -40,7 +40,9 @@ from jaxrl.commands.cli import HelpFormatter, prog
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.elo import bootstrap_elo, fit_elo
+from jaxrl.core.layout import OpponentGroups
 from jaxrl.core.match import NETWORK, MatchPlan, MatchRecord
+from jaxrl.core.opponents import OpponentPlan
 from jaxrl.envs import protocols
 from jaxrl.run import play
 from jaxrl.run.checkpoint import Checkpointer, CheckpointError, error_line
@@ -245,7 +247,7 @@ def play_pair(
     one-lane pool (or its scripted kind); each env's first match counts.
     """
     layout = dataclasses.replace(
-        eval_layout(setup, games), pool_lanes=1, lane_envs=games, pool_size=1
+        eval_layout(setup, games), opponents=OpponentGroups(lanes=1, lane_envs=games, start_entry=1)
     )
     spec = eval_spec(setup, layout, deterministic)
     mine = jax.tree.map(lambda x: x[first], policies)
@@ -254,9 +256,7 @@ def play_pair(
         env_params=env_params,
         opponent_kind=jnp.full((games,), kinds[second], jnp.int32),
         random_side=jnp.zeros((games,), bool),
-        switches={},
-        pool=theirs,
-        lane_probs=jnp.asarray([0.5, 0.5], jnp.float32),
+        opponents=OpponentPlan(params=theirs, probs=jnp.asarray([0.5, 0.5], jnp.float32)),
         learner_kind=jnp.full((games,), kinds[first], jnp.int32),
         side=(jnp.arange(games) >= games // 2).astype(jnp.int32),
     )

@@ -3,10 +3,13 @@
 The trainer steps ``total_envs`` envs in one vmapped call. The first ``num_envs`` are the
 training envs; the evaluation lanes follow (they act with the learner but never train it).
 In a two-team env (``num_teams == 2``) the learner drives one team of every env and an
-opponent drives the other. With self-play configured, the training envs are cut into the
-league's opponent groups (current policy, RulePolicy, pool lanes): the layout stores their
-sizes, which :func:`jaxrl.league.groups.group_sizes` computes and :mod:`jaxrl.league` reads.
-Without self-play every env's opponent is the scripted policy its env params name.
+opponent drives the other. A feature may cut the training envs into static
+:class:`OpponentGroups` whose opponents are networks (the league does: current policy,
+RulePolicy, pool lanes, sized by :func:`jaxrl.league.groups.group_sizes`); the layout holds
+them without knowing which feature filled them. Without groups every env's opponent is the
+scripted policy its env params name. Whether env params differ per env is a feature's
+call too (evaluation lanes, a curriculum's replay): :func:`make_layout` takes both from the
+features' :class:`~jaxrl.features.LayoutNeeds`.
 
 Data-parallel over ``D`` devices, every size here is per device: device ``d`` steps the
 global envs ``[d * total_envs, (d + 1) * total_envs)``, with the groups above in that slice.
@@ -18,7 +21,6 @@ excepted: each device shuffles its own rows).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +28,41 @@ import numpy as np
 
 from jaxrl.config import Config
 from jaxrl.envs import protocols
+
+
+@dataclasses.dataclass(frozen=True)
+class OpponentGroups:
+    """Static groups of the training envs whose opponent may be a network, in this order::
+
+        [0, current)                        the learner's current params (acting in the
+                                            learner's own forward pass)
+        [current, lanes_start)              no network: the scripted opponent the plan names
+        [lanes_start, lanes_start + L * n)  L lanes of n envs; each lane plays one entry of
+                                            the plan's :class:`~jaxrl.core.opponents.OpponentPlan`
+
+    A feature fills them (all 0: no groups); the match step reads nothing else of it.
+    """
+
+    current_envs: int = 0  # training envs whose opponent is the current policy
+    scripted_envs: int = 0  # training envs after those whose opponent is scripted
+    lanes: int = 0  # L: lanes of envs playing an entry of the plan's opponents
+    lane_envs: int = 0  # n: envs per lane
+    start_entry: int = 0  # the entry every lane plays at the start (and entries - 1 by default)
+
+    @property
+    def lanes_start(self) -> int:
+        """First env of the lanes."""
+        return self.current_envs + self.scripted_envs
+
+    @property
+    def lane_total(self) -> int:
+        """Envs in all lanes."""
+        return self.lanes * self.lane_envs
+
+    @property
+    def envs(self) -> int:
+        """Training envs in any group."""
+        return self.lanes_start + self.lane_total
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,13 +74,8 @@ class Layout:
     num_agents: int  # agent slots per env reported by the env (both teams for two-team envs)
     two_team: bool  # the env has two teams; the learner drives one of them
     team_size: int  # slots per team (two-team envs), else num_agents
-    # The league's opponent groups (jaxrl.league.groups; all 0 without self-play).
-    latest_envs: int  # training envs playing the current policy
-    rule_envs: int  # training envs playing the RulePolicy
-    pool_lanes: int  # lanes of envs playing pool snapshots
-    lane_envs: int  # envs per pool lane
-    pool_size: int  # snapshots kept (0 without self-play)
-    per_env_params: bool  # env params differ per env (replay or evaluation lanes)
+    per_env_params: bool  # env params differ per env (a feature says so: LayoutNeeds)
+    opponents: OpponentGroups = OpponentGroups()  # network-opponent groups a feature filled
     devices: int = 1  # devices the env batch is sharded over (every size above is per device)
     axis: str | None = None  # the mesh axis inside the sharded step (None on one device)
 
@@ -63,31 +95,29 @@ class Layout:
         return self.num_envs + self.num_eval_envs
 
     @property
-    def pool_start(self) -> int:
-        """First env of the pool lanes."""
-        return self.latest_envs + self.rule_envs
-
-    @property
-    def pool_envs(self) -> int:
-        """Envs in all pool lanes."""
-        return self.pool_lanes * self.lane_envs
-
-    @property
-    def selfplay(self) -> bool:
-        """Self-play is configured."""
-        return self.pool_size > 0
+    def grouped(self) -> bool:
+        """The training envs are laid out per device in groups that differ: opponent groups
+        or per-env params (another device count would put saved env states in other groups)."""
+        return self.opponents.envs > 0 or self.per_env_params
 
     def eval_lane_of_env(self) -> np.ndarray:
         """int32 [num_eval_envs]: the evaluation lane of each evaluation env."""
         return np.repeat(np.arange(len(self.eval_lane_envs)), self.eval_lane_envs).astype(np.int32)
 
 
-def make_layout(config: Config, env, groups: Any, devices: int = 1) -> Layout:
+def make_layout(
+    config: Config,
+    env,
+    devices: int = 1,
+    opponents: OpponentGroups = OpponentGroups(),
+    per_env_params: bool = False,
+) -> Layout:
     """The per-device layout of ``config`` for the (wrapped) ``env`` on ``devices`` devices.
 
-    ``groups``: the league's opponent group sizes on one device (a
-    :class:`jaxrl.league.groups.GroupSizes`, all 0 without self-play). Sizes are checked by
-    the config (they divide over the devices).
+    ``opponents``: the opponent groups of one device's training envs, and
+    ``per_env_params``: whether env params differ per env, both as the run's features
+    declare them (:class:`jaxrl.features.LayoutNeeds`). Sizes are checked by the config
+    (they divide over the devices).
     """
     num_agents = protocols.num_agents(env)
     teams = protocols.two_team(env)
@@ -99,12 +129,8 @@ def make_layout(config: Config, env, groups: Any, devices: int = 1) -> Layout:
         num_agents=num_agents,
         two_team=teams is not None,
         team_size=team_size,
-        latest_envs=groups.latest_envs,
-        rule_envs=groups.rule_envs,
-        pool_lanes=groups.pool_lanes,
-        lane_envs=groups.lane_envs,
-        pool_size=groups.pool_size,
-        per_env_params=bool(eval_lanes) or config.curriculum.replay > 0,
+        per_env_params=per_env_params,
+        opponents=opponents,
         devices=devices,
         axis=DATA_AXIS if devices > 1 else None,
     )

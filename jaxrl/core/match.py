@@ -16,16 +16,17 @@ actors) and an opponent drives the other team. Who the opponent is, per env, is 
   ``opponent_skill`` of the env's ``EnvParams``, e.g. a curriculum stage's RulePolicy);
 - a scripted kind of the env (``env.scripted_kinds``, e.g. ``{"idle": 0, "rule": 1,
   "random": 2}``) at full skill;
-- ``NETWORK``: the current policy for the league's ``latest`` envs (computed in the
-  learner's own forward pass), a pool snapshot for the pool lanes (one vmapped pass over
-  lanes, each with its snapshot's params and normaliser); see :mod:`jaxrl.core.opponents`.
+- ``NETWORK``: the current policy for the layout's ``current`` group (computed in the
+  learner's own forward pass), an entry of the plan's :class:`~jaxrl.core.opponents.OpponentPlan`
+  for the lanes (one vmapped pass over lanes, each with its entry's params and normaliser);
+  see :mod:`jaxrl.core.opponents`. A feature fills both (the league: its pool).
 
 Both teams see the same mirrored egocentric observation, so any policy plays either side.
 
 A two-team step is four small pure functions: :func:`learner_pass` (the learner's rows and
 the current-policy opponents' rows in one forward pass), :func:`opponent_actions` (scripted
-and network opponents), :func:`step_envs` (one vmapped env step) and the league's bookkeeping
-(:func:`jaxrl.core.opponents.bookkeeping`: the pool lanes' results and next draws).
+and network opponents), :func:`step_envs` (one vmapped env step) and the lanes' bookkeeping
+(:func:`jaxrl.core.opponents.bookkeeping`: the lanes' results and next draws).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from jaxrl.core import opponents
 from jaxrl.core.acting import ActOutput, PolicyParams, PolicySpec, act
 from jaxrl.core.layout import Layout, shard_rows
 from jaxrl.core.networks import mask_logits
-from jaxrl.core.opponents import LaneCarry, LeagueTally
+from jaxrl.core.opponents import LaneCarry, LeagueTally, OpponentPlan
 from jaxrl.envs import protocols
 from jaxrl.envs.wrappers import legal_actions, player_to_move
 
@@ -77,9 +78,7 @@ class MatchPlan(struct.PyTreeNode):
     env_params: Any  # EnvParams: shared, or every leaf [N] when layout.per_env_params
     opponent_kind: jax.Array  # [N] int32: FROM_PARAMS, NETWORK or a scripted kind
     random_side: jax.Array  # [N] bool: the learner's team is drawn per match (else team 0)
-    switches: dict  # {feature: [N] bool} features a curriculum switches per env
-    pool: Any = None  # PolicyParams with leaves [K + 1, ...] (pool lanes only)
-    lane_probs: Any = None  # [P] float32: distribution of a lane's next opponent (P pool entries)
+    opponents: OpponentPlan | None = None  # what the layout's lanes play (a feature's), or None
     learner_kind: Any = None  # [N] int32 NETWORK or a scripted kind (tournaments), or None
     side: Any = None  # [N] int32 learner team where not random_side (None: team 0)
 
@@ -92,7 +91,7 @@ class StepKeys(struct.PyTreeNode):
     env: jax.Array  # [N] one per env step
     scripted: Any = None  # [N] scripted opponents (two-team envs)
     mine: Any = None  # [N] scripted players on the learner's side (tournaments)
-    lanes: Any = None  # [L] the pool lanes' action sampling
+    lanes: Any = None  # [L] the lanes' action sampling
     side: Any = None  # () teams of new matches
     draw: Any = None  # () the lanes' next opponents
     legal: Any = None  # [N] scripted opponents' illegal actions redrawn (ActionMaskEnv only)
@@ -112,7 +111,7 @@ def step_keys(spec: MatchSpec, key: jax.Array) -> StepKeys:
     if not layout.two_team:
         keys = jax.random.split(key, 1 + every)
         return StepKeys(learner=keys[0], env=mine(keys[1:]))
-    lanes = max(layout.pool_lanes, 1)
+    lanes = max(layout.opponents.lanes, 1)
     # A masked env draws two more per-env keys, after all others: an env without masks splits
     # exactly as before.
     extra = 2 if spec.masked else 0
@@ -138,8 +137,8 @@ class OpponentCarry(struct.PyTreeNode):
 
     obs: jax.Array  # [N * S, *obs_shape] raw observations of the opponent rows
     is_first: jax.Array  # [N * S] bool, the row's policy starts afresh (new match or opponent)
-    hidden_latest: Any  # [latest * S, ...] carry of the current-policy opponents
-    lanes: LaneCarry  # the pool lanes: hidden states, slots, draw bookkeeping
+    hidden_latest: Any  # [current * S, ...] carry of the current-policy opponents
+    lanes: LaneCarry  # the lanes: hidden states, entries, draw bookkeeping
 
 
 class MatchCarry(struct.PyTreeNode):
@@ -167,7 +166,7 @@ class MatchRecord(struct.PyTreeNode):
     episode_return: jax.Array  # [N * A] float32, return of the row's episode (valid where done)
     episode_length: jax.Array  # [N] int32 (valid where done)
     outcome: dict  # {name: [N] float32} the learner team's episode outcome (valid where done)
-    tally: Any  # the league's count of this step (LeagueTally, pool lanes), or None
+    tally: Any  # the lanes' count of this step (LeagueTally, with lanes), or None
     # {name: [N * A] float32} the learner rows' weighted reward terms this step (envs that
     # report info["reward_terms"]; empty otherwise)
     reward_terms: dict = struct.field(default_factory=dict)
@@ -307,7 +306,7 @@ def start_matches(
     opponent = OpponentCarry(
         obs=_rows(team_rows(obs, side, own=False)),
         is_first=jnp.ones((num_envs * size,), bool),
-        hidden_latest=policy_hidden(layout.latest_envs * size),
+        hidden_latest=policy_hidden(layout.opponents.current_envs * size),
         lanes=opponents.start_lanes(layout, policy_hidden),
     )
     return MatchCarry(
@@ -504,11 +503,11 @@ def learner_pass(
 
     Returns:
       ``(mine, latest)``: the learner's ``[N * S]`` rows, and the ``[latest * S]`` rows of
-      the league's current-policy opponents (None without that group).
+      the current-policy opponents (None without that group).
     """
     layout = spec.layout
     opp = carry.opponent
-    latest_rows = layout.latest_envs * layout.team_size
+    latest_rows = layout.opponents.current_envs * layout.team_size
     learner_rows = layout.total_envs * layout.team_size
     rows, hidden, first = carry.obs, carry.hidden, carry.is_first
     if latest_rows:
@@ -600,7 +599,7 @@ def opponent_actions(
     legal: jax.Array | None = None,
 ) -> tuple[jax.Array, OpponentCarry]:
     """[N, S] int32 opponent actions: scripted for every env (cheap; actions ``legal``
-    ``[N * S, n]`` forbids redrawn uniformly among the legal ones), networks on the league's
+    ``[N * S, n]`` forbids redrawn uniformly among the legal ones), networks on the layout's
     static groups where ``kind`` is ``NETWORK``.
 
     ``latest``: the current-policy opponents' part of :func:`learner_pass`. Returns the
@@ -616,16 +615,16 @@ def opponent_actions(
     if latest is not None:
         hidden_latest = latest.hidden
         latest_action = _env_major(latest.action, size)
-    if layout.pool_lanes:
-        rows = opponents.pool_rows(layout)
+    if layout.opponents.lanes:
+        rows = opponents.lane_rows(layout)
         lane_action, lane_hidden = opponents.lane_actions(
             spec.policy,
             layout,
-            plan.pool,
+            plan.opponents.params,
             opp.lanes,
             opp.obs[rows],
             opp.is_first[rows],
-            keys.lanes[: layout.pool_lanes],
+            keys.lanes[: layout.opponents.lanes],
             None if legal is None else legal[rows],
         )
         lanes = lanes.replace(hidden=lane_hidden)
@@ -659,7 +658,7 @@ def _two_team_step(spec, learner, plan, carry, keys: StepKeys):
         for name, value in step.info.get("episode_outcome", {}).items()
     }
     lanes, tally, opponent_first = opponents.bookkeeping(
-        layout, opp.lanes, step.done, kind == NETWORK, outcome, plan.lane_probs, keys.draw
+        layout, opp.lanes, step.done, kind == NETWORK, outcome, plan.opponents, keys.draw
     )
     record = _record(
         mine,
@@ -715,11 +714,11 @@ def _turns(spec, plan, now: Situation, step: EnvStep, side, new_side) -> dict:
 
 def empty_tally(spec: MatchSpec, plan: MatchPlan | None = None) -> LeagueTally | None:
     """The zero of the ``MatchRecord.tally`` a rollout under ``plan`` sums over its steps
-    (None: no league); one row per entry of the plan's pool."""
+    (None: no lanes); one row per entry of the plan's opponents."""
     if not spec.layout.two_team:
         return None
-    lane_probs = None if plan is None else plan.lane_probs
-    return opponents.empty_tally(spec.layout, opponents.pool_entries(spec.layout, lane_probs))
+    planned = None if plan is None else plan.opponents
+    return opponents.empty_tally(spec.layout, opponents.plan_entries(spec.layout, planned))
 
 
 def idle_plan(layout: Layout, env_params: Any) -> MatchPlan:
@@ -733,5 +732,4 @@ def idle_plan(layout: Layout, env_params: Any) -> MatchPlan:
         env_params=env_params,
         opponent_kind=jnp.full((num_envs,), FROM_PARAMS, jnp.int32),
         random_side=jnp.zeros((num_envs,), bool),
-        switches={},
     )

@@ -1,19 +1,19 @@
-"""The match step's network opponents: by group, and the pool lanes.
+"""The match step's network opponents: by group, and the lanes.
 
 :func:`jaxrl.core.match.match_step` calls these pure functions on a two-team batch. They know
-no league: the pool of snapshots and the lanes' draw probabilities arrive in the
-:class:`~jaxrl.core.match.MatchPlan` a feature hands to the match step (the league's
-:class:`~jaxrl.league.feature.SelfPlay`, or an exploiter's target), and the per-slot
-results go back to it in the step's tally. The groups
-(:mod:`jaxrl.league.groups`) are static slices of the training envs; the current-policy
-group acts inside the learner's own forward pass, each pool lane acts with the params of
-the snapshot it plays (one vmapped pass over the lanes).
+no league: the entries the lanes play and their draw probabilities arrive as the
+:class:`OpponentPlan` in the :class:`~jaxrl.core.match.MatchPlan` a feature hands to the
+match step (the league's :class:`~jaxrl.league.feature.SelfPlay`: its pool of snapshots, or
+an exploiter's target), and the per-entry results go back to it in the step's tally. The
+groups (:class:`~jaxrl.core.layout.OpponentGroups`, filled by a feature) are static slices
+of the training envs; the current-policy group acts inside the learner's own forward pass,
+each lane acts with the params of the entry it plays (one vmapped pass over the lanes).
 
-A pool lane draws its snapshot from the plan's ``lane_probs`` when every env of the lane
-has started a new match since the last draw (matches of equal length keep a lane in step),
-and a match counts in the per-slot results only if one snapshot played all of it. Envs of
-a lane not playing its network (self-play switched off there, e.g. replayed curriculum
-stages) neither count for the snapshot nor hold up the lane's next draw.
+A lane draws its entry from the plan's ``probs`` when every env of the lane has started a
+new match since the last draw (matches of equal length keep a lane in step), and a match
+counts in the per-entry results only if one entry played all of it. Envs of a lane not
+playing its network (the feature switched off there, e.g. replayed curriculum stages)
+neither count for the entry nor hold up the lane's next draw.
 """
 
 from __future__ import annotations
@@ -27,59 +27,69 @@ from flax import struct
 from jaxrl.core.acting import PolicyParams, PolicySpec, act
 from jaxrl.core.layout import Layout, shard_rows
 
-RESULT_NAMES = ("win", "draw", "loss")  # outcomes a two-team env reports for pool results
+RESULT_NAMES = ("win", "draw", "loss")  # outcomes a two-team env reports for lane results
+
+
+class OpponentPlan(struct.PyTreeNode):
+    """What a feature hands the match step for the layout's lanes
+    (:class:`~jaxrl.core.layout.OpponentGroups`)."""
+
+    params: PolicyParams  # leaves [P, ...]: the entries a lane may play
+    probs: jax.Array  # [P] float32: the distribution of a lane's next entry
 
 
 class LaneCarry(struct.PyTreeNode):
     """The pool lanes' state in the match carry (``L`` lanes of ``n`` envs, ``S`` a team)."""
 
     hidden: Any  # [L, n * S, ...] carry of the lanes' opponent rows
-    slot: jax.Array  # [L] int32, pool slot each lane plays (K = the current policy)
+    slot: jax.Array  # [L] int32, entry each lane plays (start_entry at the start)
     fresh: jax.Array  # [L, n] bool, env began a match since its lane's last draw
-    pure: jax.Array  # [L, n] bool, the env's match so far was played by one pool slot
+    pure: jax.Array  # [L, n] bool, the env's match so far was played by one entry
 
 
 class LeagueTally(struct.PyTreeNode):
-    """What the league counts during a rollout: summed over its steps (and devices)."""
+    """What the lanes count during a rollout: summed over its steps (and devices)."""
 
-    slot_results: jax.Array  # [K + 1, 3] float32, learner W/D/L of pure pool matches per slot
+    slot_results: jax.Array  # [P, 3] float32, learner W/D/L of pure lane matches per entry
 
 
 def start_lanes(layout: Layout, policy_hidden) -> LaneCarry:
-    """Every lane on slot K (the current policy), pure, with empty hidden states.
+    """Every lane on the groups' ``start_entry``, pure, with empty hidden states.
 
     ``policy_hidden(batch)`` returns the initial hidden state of ``batch`` rows.
     """
-    lanes, lane_envs = layout.pool_lanes, layout.lane_envs
+    groups = layout.opponents
+    lanes, lane_envs = groups.lanes, groups.lane_envs
     return LaneCarry(
         hidden=jax.tree.map(
             lambda h: jnp.broadcast_to(h, (lanes,) + h.shape),
             policy_hidden(lane_envs * layout.team_size),
         ),
-        slot=jnp.full((lanes,), layout.pool_size, jnp.int32),
+        slot=jnp.full((lanes,), groups.start_entry, jnp.int32),
         fresh=jnp.zeros((lanes, lane_envs), bool),
         pure=jnp.ones((lanes, lane_envs), bool),
     )
 
 
-def pool_entries(layout: Layout, lane_probs: jax.Array | None) -> int:
-    """Entries of the plan's pool: ``len(lane_probs)``, or ``K + 1`` without a draw
-    distribution (a population league appends the other members after entry K)."""
-    return layout.pool_size + 1 if lane_probs is None else lane_probs.shape[0]
+def plan_entries(layout: Layout, opponents: OpponentPlan | None) -> int:
+    """Entries of the plan's opponents: ``P``, or ``start_entry + 1`` without a plan."""
+    if opponents is None:
+        return layout.opponents.start_entry + 1
+    return opponents.probs.shape[0]
 
 
 def empty_tally(layout: Layout, entries: int | None = None) -> LeagueTally | None:
-    """A zero tally of ``entries`` pool entries (default ``K + 1``; None without pool lanes)."""
-    if not layout.pool_lanes:
+    """A zero tally of ``entries`` entries (default ``start_entry + 1``; None without lanes)."""
+    if not layout.opponents.lanes:
         return None
-    entries = layout.pool_size + 1 if entries is None else entries
+    entries = layout.opponents.start_entry + 1 if entries is None else entries
     return LeagueTally(slot_results=jnp.zeros((entries, len(RESULT_NAMES)), jnp.float32))
 
 
-def pool_rows(layout: Layout) -> slice:
-    """The pool lanes' opponent rows ``[pool_start * S, (pool_start + L * n) * S)``."""
-    size = layout.team_size
-    return slice(layout.pool_start * size, (layout.pool_start + layout.pool_envs) * size)
+def lane_rows(layout: Layout) -> slice:
+    """The lanes' opponent rows ``[lanes_start * S, (lanes_start + L * n) * S)``."""
+    size, groups = layout.team_size, layout.opponents
+    return slice(groups.lanes_start * size, groups.envs * size)
 
 
 def lane_actions(
@@ -97,7 +107,7 @@ def lane_actions(
     Args:
       policy: the acting spec.
       layout: the batch (sizes of the lanes).
-      pool: the plan's pool, leaves ``[K + 1, ...]``.
+      pool: the plan's entries, leaves ``[P, ...]``.
       lanes: the lanes' carry.
       obs: ``[L * n * S, *obs_shape]`` raw observations of the lanes' opponent rows.
       is_first: ``[L * n * S]`` bool.
@@ -107,7 +117,7 @@ def lane_actions(
     Returns:
       ``(actions [L * n, S] int32, hidden [L, n * S, ...])``.
     """
-    count, lane_envs, size = layout.pool_lanes, layout.lane_envs, layout.team_size
+    count, lane_envs, size = layout.opponents.lanes, layout.opponents.lane_envs, layout.team_size
     lane_policy = jax.tree.map(lambda x: x[lanes.slot], pool)  # [L, ...]
     per_lane = lambda x: x.reshape((count, lane_envs * size) + x.shape[1:])  # noqa: E731
     args = (policy, lane_policy, lanes.hidden, per_lane(obs), per_lane(is_first), keys)
@@ -131,13 +141,13 @@ def group_actions(
     pieces = []
     if latest is not None:
         pieces.append(latest)
-    if layout.rule_envs:
-        pieces.append(jnp.zeros((layout.rule_envs, size), jnp.int32))
+    if layout.opponents.scripted_envs:
+        pieces.append(jnp.zeros((layout.opponents.scripted_envs, size), jnp.int32))
     if lanes is not None:
         pieces.append(lanes)
     if not pieces:
         return None
-    covered = layout.pool_start + layout.pool_envs
+    covered = layout.opponents.envs
     pieces.append(jnp.zeros((num_envs - covered, size), jnp.int32))
     return jnp.concatenate(pieces)
 
@@ -167,7 +177,7 @@ def pure_results(
     per_lane = jnp.stack(
         [(counted * outcome[name]).sum(1) for name in RESULT_NAMES], axis=-1
     )  # [L, 3]
-    entries = layout.pool_size + 1 if entries is None else entries
+    entries = layout.opponents.start_entry + 1 if entries is None else entries
     slot_results = jnp.zeros((entries, len(RESULT_NAMES)), jnp.float32).at[lanes.slot].add(per_lane)
     return LeagueTally(slot_results=slot_results)
 
@@ -187,14 +197,14 @@ def redraw_lanes(
       lanes: the lanes' carry before this step.
       done: ``[L, n]`` bool, the env's match ended this step.
       networked: ``[L, n]`` bool, the env's opponent is the lane's network.
-      lane_probs: ``[K + 1]`` float32, the distribution of a lane's next slot.
+      lane_probs: ``[P]`` float32, the distribution of a lane's next entry.
       key: draws the slots of every lane of every device (sliced to this device's).
 
     Returns:
       ``(lanes, switched [L] bool)``: the new carry (its ``hidden`` unchanged) and the lanes
       that changed opponent (their rows start afresh).
     """
-    count = layout.pool_lanes
+    count = layout.opponents.lanes
     fresh = lanes.fresh | done | ~networked
     ready = fresh.all(axis=1)  # [L]
     drawn = jax.random.categorical(key, jnp.log(lane_probs), shape=(count * layout.devices,))
@@ -215,7 +225,7 @@ def bookkeeping(
     done: jax.Array,
     networked: jax.Array,
     outcome: dict[str, jax.Array],
-    lane_probs: jax.Array,
+    opponents: OpponentPlan | None,
     key: jax.Array,
 ) -> tuple[LaneCarry, LeagueTally | None, jax.Array]:
     """The pool lanes after a match step: results of pure matches, then the next draws.
@@ -226,8 +236,7 @@ def bookkeeping(
       done: ``[N]`` bool, the env's match ended this step.
       networked: ``[N]`` bool, the env's opponent this step was a network.
       outcome: ``{win, draw, loss: [N] float32}`` the learner's outcomes (valid where done).
-      lane_probs: ``[P]`` float32, the plan's distribution of a lane's next slot (``P = K + 1``,
-        plus the other members in a population league).
+      opponents: the plan's entries and their draw distribution ``[P]``.
       key: the lanes' draw key.
 
     Returns:
@@ -236,22 +245,24 @@ def bookkeeping(
       changed opponent).
     """
     first = jnp.repeat(done, layout.team_size)
-    if not layout.pool_lanes:
+    groups = layout.opponents
+    if not groups.lanes:
         return lanes, None, first
-    count, lane_envs = layout.pool_lanes, layout.lane_envs
-    pool = slice(layout.pool_start, layout.pool_start + layout.pool_envs)
+    count, lane_envs = groups.lanes, groups.lane_envs
+    pool = slice(groups.lanes_start, groups.envs)
 
     def per_lane(x):  # [N] -> [L, n] of the pool envs
         return x[pool].reshape(count, lane_envs)
 
     pool_done, pool_networked = per_lane(done), per_lane(networked)
     pool_outcome = {name: per_lane(outcome[name]) for name in RESULT_NAMES}
-    entries = pool_entries(layout, lane_probs)
+    entries = plan_entries(layout, opponents)
     tally = pure_results(layout, lanes, pool_done, pool_networked, pool_outcome, entries)
-    lanes, switched = redraw_lanes(layout, lanes, pool_done, pool_networked, lane_probs, key)
+    probs = opponents.probs
+    lanes, switched = redraw_lanes(layout, lanes, pool_done, pool_networked, probs, key)
     lane_first = jnp.repeat(
         jnp.broadcast_to(switched[:, None], (count, lane_envs)).reshape(-1), layout.team_size
     )
-    rows = pool_rows(layout)
+    rows = lane_rows(layout)
     first = first.at[rows].set(first[rows] | lane_first)
     return lanes, tally, first

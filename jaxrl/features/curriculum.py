@@ -11,8 +11,12 @@ begins (every env is reset with the new params).
 :class:`Curriculum` is the train-step feature around these functions. With
 ``curriculum.replay`` a fixed, evenly spread fraction of the training envs keeps playing
 earlier stages (replay env ``j`` plays stage ``j mod stage``), so each env has its own stage
-index and its own env params; promotion reads only the envs on the current stage. A stage's
-``features`` switch other features (``{selfplay: true}``) on for the envs playing it.
+index and its own env params (the feature declares that the layout's env params are per
+env: :func:`curriculum_layout`); promotion reads only the envs on the current stage. A
+stage's ``features`` switch other features (``{selfplay: true}``) on for the envs playing
+it: the curriculum's :meth:`Curriculum.view` (:class:`CurriculumView`) holds each
+switchable feature's per-env switch, for the features that declare ``reads =
+("curriculum",)``.
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ from jaxrl.core.match import MatchPlan
 from jaxrl.core.metrics import MetricSpec, Scalar
 from jaxrl.envs.params import flatten, get_path, replace_path
 from jaxrl.features import (
+    NO_READS,
     BuildContext,
     Feature,
     FeatureOutput,
+    LayoutNeeds,
+    Registration,
     UpdateResult,
     masked_sums,
     set_rows,
 )
+
+CURRICULUM = "curriculum"  # the feature's name: its runner features entry and checkpoint item
 
 
 class CurriculumState(struct.PyTreeNode):
@@ -62,6 +71,14 @@ class CurriculumState(struct.PyTreeNode):
             count=zero(),
             position=zero(),
         )
+
+
+class CurriculumView(struct.PyTreeNode):
+    """What the features that read the curriculum see of it (:meth:`Curriculum.view`)."""
+
+    stage: jax.Array  # () int32, the current stage
+    switches: dict  # {feature: [E] bool} training envs whose stage switches the feature on
+    #                 (only features some stage names; a feature absent here is on everywhere)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -228,7 +245,7 @@ def replay_ranks(num_envs: int, fraction: float) -> np.ndarray:
 class Curriculum(Feature):
     """Stages switched in-graph (see the module docstring); checkpointed as ``curriculum``."""
 
-    name = "curriculum"
+    name = CURRICULUM
     resets = True  # a promotion starts every env afresh under the new stage
     spec: CurriculumSpec
     layout: Layout
@@ -245,25 +262,34 @@ class Curriculum(Feature):
         replay = jnp.where(stage > 0, ranks % jnp.maximum(stage, 1), 0)
         return jnp.where(ranks >= 0, replay, stage).astype(jnp.int32)
 
-    def plan(self, state: CurriculumState, plan: MatchPlan) -> MatchPlan:
-        """Every training env's stage params; switches of the stage each env plays."""
+    def plan(
+        self, state: CurriculumState, plan: MatchPlan, reads: Mapping[str, Any] = NO_READS
+    ) -> MatchPlan:
+        """Every training env's stage params."""
+        del reads
         layout = self.layout
         if layout.per_env_params:
             stages = self.env_stages(state.stage)
             env_params = env_params_at(self.spec, plan.env_params, stages, layout.num_envs)
         else:
-            stages = jnp.broadcast_to(state.stage, (layout.num_envs,))
             env_params = stage_params(self.spec, plan.env_params, state.stage)
-        switches = dict(plan.switches)
-        for name, table in self.spec.switches.items():
-            on = jnp.zeros((layout.total_envs,), bool)
-            switches[name] = set_rows(on, 0, jnp.asarray(table)[stages])
-        return plan.replace(env_params=env_params, switches=switches)
+        return plan.replace(env_params=env_params)
+
+    def view(self, state: CurriculumState) -> CurriculumView:
+        """The stage, and the per-env switch of every feature a stage switches."""
+        layout = self.layout
+        if layout.per_env_params:
+            stages = self.env_stages(state.stage)
+        else:
+            stages = jnp.broadcast_to(state.stage, (layout.num_envs,))
+        switches = {name: jnp.asarray(table)[stages] for name, table in self.spec.switches.items()}
+        return CurriculumView(stage=state.stage, switches=switches)
 
     def after_update(
-        self, state: CurriculumState, result: UpdateResult
+        self, state: CurriculumState, result: UpdateResult, reads: Mapping[str, Any] = NO_READS
     ) -> tuple[CurriculumState, FeatureOutput]:
         """Push the stage metric of the envs on the current stage; promote if ready."""
+        del reads
         layout = self.layout
         on_stage = jnp.zeros((layout.total_envs,), bool)
         on_stage = set_rows(on_stage, 0, self.env_stages(state.stage) == state.stage)
@@ -320,6 +346,12 @@ class Curriculum(Feature):
         return [f"curriculum   {line}"]
 
 
+def curriculum_layout(config: Any, num_envs: int) -> LayoutNeeds:
+    """Replay gives every training env its own stage, so env params differ per env."""
+    del num_envs
+    return LayoutNeeds(per_env_params=config.curriculum.replay > 0)
+
+
 def make_curriculum(context: BuildContext) -> Curriculum | None:
     """The curriculum feature of the run (None without stages)."""
     config, layout = context.config, context.layout
@@ -331,3 +363,6 @@ def make_curriculum(context: BuildContext) -> Curriculum | None:
         layout=layout,
         ranks=replay_ranks(layout.num_envs, config.curriculum.replay),
     )
+
+
+REGISTRATION = Registration(build=make_curriculum, layout=curriculum_layout)

@@ -19,6 +19,7 @@ and restarts its counts:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -32,7 +33,16 @@ from jaxrl.core.elo import elo_from_score
 from jaxrl.core.layout import Layout, sum_over_devices
 from jaxrl.core.match import MatchPlan
 from jaxrl.core.metrics import MetricSpec, Scalar
-from jaxrl.features import BuildContext, Feature, FeatureOutput, UpdateResult, set_rows
+from jaxrl.features import (
+    NO_READS,
+    BuildContext,
+    Feature,
+    FeatureOutput,
+    LayoutNeeds,
+    Registration,
+    UpdateResult,
+    set_rows,
+)
 
 RESULTS = ("win", "draw", "loss")
 
@@ -74,16 +84,19 @@ class EvalLanes(Feature):
             updates=jnp.zeros((), jnp.int32),
         )
 
-    def plan(self, state: EvalLanesState, plan: MatchPlan) -> MatchPlan:
+    def plan(
+        self, state: EvalLanesState, plan: MatchPlan, reads: Mapping[str, Any] = NO_READS
+    ) -> MatchPlan:
         """The lanes' env params on their rows (opponents from those params, team 0)."""
-        del state
+        del state, reads
         params = set_rows(plan.env_params, self.layout.num_envs, self.lane_params)
         return plan.replace(env_params=params)
 
     def after_update(
-        self, state: EvalLanesState, result: UpdateResult
+        self, state: EvalLanesState, result: UpdateResult, reads: Mapping[str, Any] = NO_READS
     ) -> tuple[EvalLanesState, FeatureOutput]:
         """Count the lanes' finished matches; report every ``every_updates`` updates."""
+        del reads
         lanes = jnp.asarray(self.layout.eval_lane_of_env())
         count = len(self.names)
 
@@ -149,6 +162,12 @@ class EvalLanes(Feature):
         ]
 
 
+def eval_lanes_layout(config: Any, num_envs: int) -> LayoutNeeds:
+    """Each lane has env params of its own, so env params differ per env."""
+    del num_envs
+    return LayoutNeeds(per_env_params=bool(config.evaluation.lanes))
+
+
 def make_eval_lanes(context: BuildContext) -> EvalLanes | None:
     """The evaluation-lane feature of the run (None without lanes)."""
     config, layout = context.config, context.layout
@@ -166,3 +185,6 @@ def make_eval_lanes(context: BuildContext) -> EvalLanes | None:
         lane_params=stacked,
         outcomes=all(name in outcome_names for name in RESULTS),
     )
+
+
+REGISTRATION = Registration(build=make_eval_lanes, layout=eval_lanes_layout)

@@ -47,7 +47,7 @@ from jaxrl.config.errors import ConfigError
 from jaxrl.config.pbt import PBTConfig
 from jaxrl.core.hyper import Hyper, get_value, set_value, value_tags
 from jaxrl.core.metrics import MetricSpec, Scalar
-from jaxrl.features import PopulationFeature
+from jaxrl.features import PopulationFeature, Registration
 
 STREAM = 0x50425421  # fold_in constant of the PBT key stream (ASCII "PBT!")
 PBT = "pbt"  # the runner's features entry of PBT's per-member state (and its checkpoint item)
@@ -693,9 +693,11 @@ def summary(spec: PBTSpec) -> list[str]:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PopulationBasedTraining(PopulationFeature):
-    """PBT as the run's population feature (``features["pbt"]``, its checkpoint item)."""
+    """PBT as the run's population feature (``features["pbt"]``, its checkpoint item). It
+    owns the members: a child copies its parent whole (params, optimiser, feature states)."""
 
     name = PBT
+    owns_members = True
     spec: PBTSpec
 
     def init(self, seeds: Sequence[int]) -> PBTState:
@@ -749,3 +751,6 @@ def pbt_spec(setup: Any) -> PBTSpec | None:
         if isinstance(feature, PopulationBasedTraining):
             return feature.spec
     return None
+
+
+REGISTRATION = Registration(build=make_pbt, kind="population")

@@ -8,8 +8,13 @@ matches to the per-slot results (:mod:`jaxrl.league.pool`, PFSP), the RulePolicy
 the learner's rating (:mod:`jaxrl.league.rating`), and takes a snapshot every
 ``selfplay.snapshot_every`` updates.
 
-Where self-play is on is the curriculum's per-env switch (``plan.switches["selfplay"]``), so
-the feature declares that it plans after the curriculum (``after = ("curriculum",)``).
+Where self-play is on is the curriculum's per-env switch of self-play, so the feature
+declares that it reads the curriculum (``reads = ("curriculum",)``): the step hands it the
+curriculum's view (:class:`~jaxrl.features.curriculum.CurriculumView`) as the update began.
+Its groups are the layout's :class:`~jaxrl.core.layout.OpponentGroups`, which the league
+declares (:func:`jaxrl.league.groups.selfplay_layout`); its pool and PFSP's draw
+distribution go to the match step as the plan's
+:class:`~jaxrl.core.opponents.OpponentPlan`.
 """
 
 from __future__ import annotations
@@ -27,18 +32,21 @@ from jaxrl.core.acting import PolicyParams
 from jaxrl.core.layout import Layout, sum_over_devices
 from jaxrl.core.match import MatchPlan
 from jaxrl.core.metrics import MetricSpec, Scalar, mean_of
-from jaxrl.core.opponents import RESULT_NAMES
+from jaxrl.core.opponents import RESULT_NAMES, OpponentPlan
 from jaxrl.core.types import RunningStats
 from jaxrl.envs import protocols
 from jaxrl.features import (
+    NO_READS,
     BuildContext,
     Feature,
     FeatureOutput,
+    Registration,
     UpdateResult,
     masked_sums,
     set_rows,
 )
-from jaxrl.league.groups import group_kinds, group_mask
+from jaxrl.features.curriculum import CURRICULUM
+from jaxrl.league.groups import group_kinds, group_mask, selfplay_layout
 from jaxrl.league.pool import (
     MemberPoolState,
     Roster,
@@ -51,13 +59,15 @@ from jaxrl.league.pool import (
 )
 from jaxrl.league.rating import RULE_ELO, learner_rating
 
+SELFPLAY = "selfplay"  # the feature's name: its runner features entry and checkpoint item
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SelfPlay(Feature):
     """The league (see the module docstring); checkpointed as ``selfplay``."""
 
-    name = "selfplay"
-    after = ("curriculum",)  # reads the curriculum's per-env switch of self-play
+    name = SELFPLAY
+    reads = (CURRICULUM,)  # the curriculum's per-env switch of self-play
     config: SelfPlayConfig
     layout: Layout
     rule_kind: int  # the env's scripted kind of its RulePolicy
@@ -74,16 +84,19 @@ class SelfPlay(Feature):
             state = MemberPoolState(**fields, roster=roster)
         return state
 
-    def switched_on(self, plan: MatchPlan) -> jax.Array:
+    def switched_on(self, reads: Mapping[str, Any]) -> jax.Array:
         """[E] bool: training envs where self-play is on (a curriculum may switch it)."""
         num_envs = self.layout.num_envs
-        on = plan.switches.get(self.name)
-        return jnp.ones((num_envs,), bool) if on is None else on[:num_envs]
+        curriculum = reads.get(CURRICULUM)
+        on = None if curriculum is None else curriculum.switches.get(self.name)
+        return jnp.ones((num_envs,), bool) if on is None else on
 
-    def plan(self, state: SelfPlayState, plan: MatchPlan) -> MatchPlan:
+    def plan(
+        self, state: SelfPlayState, plan: MatchPlan, reads: Mapping[str, Any] = NO_READS
+    ) -> MatchPlan:
         """Opponents and sides of the training envs where self-play is on; the pool."""
         layout = self.layout
-        on = self.switched_on(plan)
+        on = self.switched_on(reads)
         kinds = jnp.asarray(group_kinds(layout, self.rule_kind))
         kind = jnp.where(on, kinds, plan.opponent_kind[: layout.num_envs])
         random_side = on & (self.config.sides == "random")
@@ -99,17 +112,17 @@ class SelfPlay(Feature):
         return plan.replace(
             opponent_kind=set_rows(plan.opponent_kind, 0, kind),
             random_side=set_rows(plan.random_side, 0, random_side),
-            pool=pool,
-            lane_probs=lane_probs,
+            opponents=OpponentPlan(params=pool, probs=lane_probs),
         )
 
     def after_update(
-        self, state: SelfPlayState, result: UpdateResult
+        self, state: SelfPlayState, result: UpdateResult, reads: Mapping[str, Any] = NO_READS
     ) -> tuple[SelfPlayState, FeatureOutput]:
         """Results, Elo, snapshots; the current policy becomes pool entry K."""
         layout, config = self.layout, self.config
+        groups = layout.opponents
         size = config.pool_size
-        on = self.switched_on(result.plan)
+        on = self.switched_on(reads)
         active = sum_over_devices(on.any().astype(jnp.int32), layout.axis) > 0
 
         # Pool games of this rollout (pure matches only, see jaxrl.core.opponents): PFSP's counts.
@@ -120,9 +133,8 @@ class SelfPlay(Feature):
         games = slot_results.sum(-1)
         results = state.results * config.result_decay + slot_results
         # RulePolicy games: the rule group's matches, the learner's rating.
-        rule = masked_sums(
-            result.sums, group_mask(layout, layout.latest_envs, layout.pool_start, on), layout.axis
-        )
+        rule_group = group_mask(layout, groups.current_envs, groups.lanes_start, on)
+        rule = masked_sums(result.sums, rule_group, layout.axis)
         outcomes = jnp.stack([rule.outcome_sums[name] for name in RESULT_NAMES])
         rule_results = state.rule_results * config.result_decay + outcomes
         learner_elo = learner_rating(state.learner_elo, rule_results, config.elo_damping_games)
@@ -134,7 +146,7 @@ class SelfPlay(Feature):
         state = state.replace(rule_results=rule_results, learner_elo=learner_elo)
         state = take_snapshot(state, current, due, result.update_step, results)
 
-        latest_group = group_mask(layout, 0, layout.latest_envs, on)
+        latest_group = group_mask(layout, 0, groups.current_envs, on)
         latest = masked_sums(result.sums, latest_group, layout.axis)
         pool_games = games.sum()
         weight = active.astype(jnp.float32)
@@ -207,22 +219,34 @@ class SelfPlay(Feature):
 
     def summary(self, state: SelfPlayState) -> list[str]:
         """Pool size and bytes, the opponent groups."""
-        layout, config = self.layout, self.config
+        groups, config = self.layout.opponents, self.config
         pool_bytes = sum(x.nbytes for x in jax.tree.leaves(state.pool))
         return [
             f"selfplay     pool of {config.pool_size} snapshots (+ current policy) = "
             f"{pool_bytes / 2**20:.2f} MiB on device, every {config.snapshot_every} updates, "
             f"pfsp {config.pfsp}, sides {config.sides}",
-            f"  opponents  {layout.latest_envs} envs vs current policy, {layout.rule_envs} vs "
-            f"RulePolicy, {layout.pool_lanes} pool lanes x {layout.lane_envs} envs",
+            f"  opponents  {groups.current_envs} envs vs current policy, {groups.scripted_envs} vs "
+            f"RulePolicy, {groups.lanes} pool lanes x {groups.lane_envs} envs",
         ]
 
 
 def make_selfplay(context: BuildContext) -> SelfPlay | None:
-    """The self-play feature of the run (None when ``selfplay.pool_size`` is 0)."""
+    """The self-play feature of the run (None when ``selfplay.pool_size`` is 0).
+
+    Raises:
+      ValueError: the env does not report win/draw/loss in ``info["episode_outcome"]``.
+    """
     config = context.config.selfplay
     if config.pool_size == 0:
         return None
+    if not all(name in context.outcome_names for name in RESULT_NAMES):
+        raise ValueError(
+            f"self-play needs {context.config.env.name} to report win/draw/loss in "
+            "info['episode_outcome']"
+        )
     rule_kind = protocols.scripted_kinds(context.env)[protocols.LEAGUE_ANCHOR]
     members = context.config.num_members if config.cross_member > 0 else 0
     return SelfPlay(config=config, layout=context.layout, rule_kind=rule_kind, members=members)
+
+
+REGISTRATION = Registration(build=make_selfplay, layout=selfplay_layout)

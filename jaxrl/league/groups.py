@@ -9,56 +9,57 @@ in this order::
 
 Groups are static, so every opponent's forward pass runs on a static slice with its own
 params: there is no per-env copy of params, and changing who is in the pool never retraces.
-The sizes are stored in the :class:`~jaxrl.core.layout.Layout` (``latest_envs``, ``rule_envs``,
-``pool_lanes``, ``lane_envs``, ``pool_size``); this module sizes them and reads them.
+The league declares them as the layout's generic
+:class:`~jaxrl.core.layout.OpponentGroups` (``current_envs`` = latest, ``scripted_envs`` =
+rule, ``lanes``, ``lane_envs``, ``start_entry`` = K, the pool's entry of the current policy)
+through its layout hook (:func:`selfplay_layout`); this module sizes them and reads them.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxrl.config import SelfPlayConfig
-from jaxrl.core.layout import Layout
+from jaxrl.core.layout import Layout, OpponentGroups
 from jaxrl.core.match import NETWORK
+from jaxrl.features import LayoutNeeds
 
 
-@dataclasses.dataclass(frozen=True)
-class GroupSizes:
-    """Static sizes of the opponent groups on one device (all 0 without self-play)."""
-
-    latest_envs: int = 0  # training envs playing the current policy
-    rule_envs: int = 0  # training envs playing the RulePolicy
-    pool_lanes: int = 0  # lanes of envs playing pool snapshots
-    lane_envs: int = 0  # envs per pool lane
-    pool_size: int = 0  # snapshots kept (0 without self-play)
-
-
-def group_sizes(config: SelfPlayConfig, num_envs: int) -> GroupSizes:
-    """The groups of ``num_envs`` training envs (one device's) under ``config``.
+def group_sizes(config: SelfPlayConfig, num_envs: int) -> OpponentGroups:
+    """The groups of ``num_envs`` training envs (one device's) under ``config`` (all 0
+    without self-play).
 
     ``latest_fraction`` and ``rule_fraction`` of the envs (rounded), the rest in
-    ``config.lanes`` equal lanes (the config checks that they divide).
+    ``config.lanes`` equal lanes (the config checks that they divide); the lanes start on
+    entry K (``pool_size``), the current policy.
     """
     if config.pool_size == 0:
-        return GroupSizes()
+        return OpponentGroups()
     latest, rule, pool = config.split(num_envs)
-    return GroupSizes(
-        latest_envs=latest,
-        rule_envs=rule,
-        pool_lanes=config.lanes if pool > 0 else 0,
+    return OpponentGroups(
+        current_envs=latest,
+        scripted_envs=rule,
+        lanes=config.lanes if pool > 0 else 0,
         lane_envs=pool // config.lanes if pool > 0 else 0,
-        pool_size=config.pool_size,
+        start_entry=config.pool_size,
     )
+
+
+def selfplay_layout(config, num_envs: int) -> LayoutNeeds:
+    """The league's opponent groups of one device's ``num_envs`` training envs (none
+    without self-play)."""
+    if config.selfplay.pool_size == 0:
+        return LayoutNeeds()
+    return LayoutNeeds(opponents=group_sizes(config.selfplay, num_envs))
 
 
 def group_kinds(layout: Layout, rule_kind: int) -> np.ndarray:
     """int32 [E]: each training env's opponent kind with self-play on (``NETWORK`` or rule)."""
+    groups = layout.opponents
     kinds = np.full(layout.num_envs, NETWORK, np.int32)
-    kinds[layout.latest_envs : layout.pool_start] = rule_kind
+    kinds[groups.current_envs : groups.lanes_start] = rule_kind
     return kinds
 
 

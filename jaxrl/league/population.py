@@ -40,11 +40,11 @@ from jaxrl.config import SelfPlayConfig
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.elo import newton_elo
 from jaxrl.core.metrics import MetricSpec, Scalar
-from jaxrl.features import PopulationFeature
+from jaxrl.features import PopulationFeature, Registration
+from jaxrl.league.feature import SELFPLAY
 from jaxrl.league.rating import ELO_ITERATIONS, RULE_ELO, RULE_PRIOR_GAMES
 
 LEAGUE = "league"  # the runner's features entry (and checkpoint item) of the league's table
-SELFPLAY = "selfplay"  # the members' self-play feature, whose rosters the league writes
 
 
 class LeagueState(struct.PyTreeNode):
@@ -124,9 +124,12 @@ def write_rosters(members: Any, ratings: jax.Array) -> Any:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class MemberLeague(PopulationFeature):
-    """The league's table over the members (see the module docstring)."""
+    """The league's table over the members (see the module docstring): it reads the
+    members' self-play states (their rosters' counts) and writes them (the new rosters)."""
 
     name = LEAGUE
+    reads = (SELFPLAY,)
+    writes = (SELFPLAY,)
     config: SelfPlayConfig
 
     def init(self, seeds: Sequence[int]) -> LeagueState:
@@ -189,3 +192,6 @@ def make_member_league(setup: Any, metric_tags: Sequence[str]) -> MemberLeague |
     if config.pool_size == 0 or config.cross_member <= 0 or setup.members.count < 2:
         return None
     return MemberLeague(config=config)
+
+
+REGISTRATION = Registration(build=make_member_league, kind="population")

@@ -72,7 +72,7 @@ def check_resume_devices(setup: Setup, saved: int | None) -> None:
     evaluation always works.
     """
     layout = setup.layout
-    grouped = layout.selfplay or layout.per_env_params  # evaluation lanes, curriculum replay
+    grouped = layout.grouped  # opponent groups, evaluation lanes, curriculum replay
     if saved is None or saved == layout.devices or not grouped:
         return
     raise TrainingError(

@@ -34,7 +34,7 @@ from flax import struct
 from jaxrl import envs
 from jaxrl.config import load_run_config
 from jaxrl.core.acting import PolicyParams
-from jaxrl.core.layout import Layout
+from jaxrl.core.layout import Layout, OpponentGroups
 from jaxrl.core.match import (
     MatchCarry,
     MatchPlan,
@@ -246,11 +246,7 @@ def eval_layout(setup: Setup, num_envs: int) -> Layout:
         setup.layout,
         num_envs=num_envs,
         eval_lane_envs=(),
-        latest_envs=0,
-        rule_envs=0,
-        pool_lanes=0,
-        lane_envs=0,
-        pool_size=0,
+        opponents=OpponentGroups(),
         per_env_params=False,
     )
 

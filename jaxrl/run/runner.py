@@ -20,6 +20,7 @@ from jax.sharding import PartitionSpec as P
 from jaxrl.core.hyper import Hyper, member_env_params
 from jaxrl.core.match import MatchPlan, idle_plan, start_matches
 from jaxrl.core.types import RunnerState, RunningStats
+from jaxrl.features import reads_of
 from jaxrl.run.distributed import replicate
 from jaxrl.run.setup import Setup
 
@@ -36,12 +37,21 @@ def init_params(setup: Setup, key: jax.Array) -> Any:
 
 def make_plan(setup: Setup, feature_states: dict, hyper: Hyper | None = None) -> MatchPlan:
     """The plan of the next rollout: the run's env params with the member's own values of
-    those that vary per member (``hyper.env``), edited by each feature in turn."""
+    those that vary per member (``hyper.env``), edited by each feature in turn (each handed
+    the views of the features it declares in ``reads``: :func:`feature_views`)."""
     env_params = setup.env_params if hyper is None else member_env_params(setup.env_params, hyper)
     plan = idle_plan(setup.layout, env_params)
+    views = feature_views(setup, feature_states)
     for feature in setup.features:
-        plan = feature.plan(feature_states[feature.name], plan)
+        plan = feature.plan(feature_states[feature.name], plan, reads_of(feature, views))
     return plan
+
+
+def feature_views(setup: Setup, feature_states: dict) -> dict:
+    """``{name: view}`` of the per-member features some feature declares in ``reads``: what
+    those are handed (:meth:`jaxrl.features.Feature.view`)."""
+    wanted = {name for feature in setup.features for name in feature.reads}
+    return {f.name: f.view(feature_states[f.name]) for f in setup.features if f.name in wanted}
 
 
 def restart_matches(setup: Setup, runner: RunnerState, key: jax.Array) -> RunnerState:

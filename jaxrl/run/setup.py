@@ -4,8 +4,10 @@
 the built run the train step closes over; nothing it builds calls back into the step. The
 compiled step reads the config only through the narrow :class:`StepSpec`; the PPO core never
 sees the setup whole (the update gets its :class:`~jaxrl.core.ppo.UpdateSpec`, the rollout the few
-properties of :class:`~jaxrl.core.rollout.RolloutSpec`). The features come from the three builder
-lists below: per-member features in the order their own declarations imply
+properties of :class:`~jaxrl.core.rollout.RolloutSpec`). The features come from the one registry
+below (:data:`FEATURES`, a :class:`~jaxrl.features.Registration` each): first their layout
+needs (opponent groups, per-env params) shape the env batch's :class:`Layout`; then the
+per-member features are built, in the order their own declarations imply
 (:func:`jaxrl.features.order_features`), then learner features, then population features.
 """
 
@@ -27,38 +29,43 @@ from jaxrl.core import prng
 from jaxrl.core.acting import PolicySpec
 from jaxrl.core.encoders import plan_encoders
 from jaxrl.core.hyper import Hyper, Members, base_hyper, make_members
-from jaxrl.core.layout import DATA_AXIS, Layout, make_layout
+from jaxrl.core.layout import DATA_AXIS, Layout, OpponentGroups, make_layout
 from jaxrl.core.losses import LOSS_TAGS, LossHyperparams
 from jaxrl.core.match import MatchSpec
 from jaxrl.core.metrics import MetricSpec
 from jaxrl.core.networks import ActorCritic
-from jaxrl.core.opponents import RESULT_NAMES
 from jaxrl.core.ppo import LearnSpec, UpdateSpec
 from jaxrl.core.precision import compute_dtype
 from jaxrl.envs import protocols
 from jaxrl.features import (
     BuildContext,
     Feature,
+    LayoutNeeds,
     LearnerFeature,
     PopulationFeature,
+    Registration,
+    curriculum,
+    eval_lanes,
+    merge_needs,
     order_features,
+    pbt,
 )
-from jaxrl.features.curriculum import CurriculumSpec, make_curriculum
-from jaxrl.features.eval_lanes import make_eval_lanes
-from jaxrl.features.pbt import make_pbt
-from jaxrl.league.exploiters import make_exploiters
-from jaxrl.league.feature import make_selfplay
-from jaxrl.league.groups import group_sizes
-from jaxrl.league.population import make_member_league
+from jaxrl.features.curriculum import CurriculumSpec
+from jaxrl.league import exploiters, population
+from jaxrl.league import feature as selfplay
 
-# Every feature a run may have. ``builder(BuildContext)`` returns the feature or None; the
-# order here only breaks ties: the features' ``after`` declarations decide who plans first.
-FEATURE_BUILDERS = (make_curriculum, make_selfplay, make_eval_lanes)
-# Learner features: ``builder(setup)`` (the run with its per-member features) -> or None.
-LEARNER_FEATURE_BUILDERS = (make_exploiters,)
-# Population features: ``builder(setup, metric_tags)`` (every tag a member's update packs).
-# PBT first: the league then sees PBT's copies in the members' rosters (jaxrl.league.population)
-POPULATION_FEATURE_BUILDERS = (make_pbt, make_member_league)
+# Every feature a run may have, one line each (adding a feature is its module and a line here).
+# Within a kind the order breaks ties only: per-member features plan in the order their
+# ``after``/``reads`` declarations imply. Population features run in this order: PBT first,
+# so the league sees PBT's copies in the members' rosters (jaxrl.league.population).
+FEATURES: tuple[Registration, ...] = (
+    curriculum.REGISTRATION,
+    selfplay.REGISTRATION,
+    eval_lanes.REGISTRATION,
+    exploiters.REGISTRATION,
+    pbt.REGISTRATION,
+    population.REGISTRATION,  # the population league
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,18 +254,19 @@ def make_setup(config: Config) -> Setup:
     prng.install()
     env, env_params, discrete = make_env(config)
     devices = mesh_devices(config)
-    groups = group_sizes(config.selfplay, config.env.num_envs // len(devices))
-    layout = make_layout(config, env, groups, len(devices))
+    needs = layout_needs(config, config.env.num_envs // len(devices))
+    layout = make_layout(
+        config, env, len(devices), needs.opponents or OpponentGroups(), needs.per_env_params
+    )
     obs_shape, action_shape, action_dim = spaces(env, env_params, layout, discrete)
     dtype = compute_dtype(config.precision)
     network = make_network(config, env, obs_shape, action_dim, discrete, dtype)
     names = outcome_names(env, env_params)
-    check_results_reported(config, layout, names)
     policy = PolicySpec(network=network, discrete=discrete, normalize_obs=config.env.normalize_obs)
     context = BuildContext(
         config=config, layout=layout, env=env, env_params=env_params, outcome_names=names
     )
-    built = (build(context) for build in FEATURE_BUILDERS)
+    built = (entry.build(context) for entry in registered("member"))
     optimizer = make_optimizer(config)
     update_spec = make_update_spec(config, network, discrete, optimizer)
     loss_hp = loss_switches(config, layout, env)
@@ -300,21 +308,24 @@ def make_setup(config: Config) -> Setup:
     return with_outer_features(setup)
 
 
-def check_results_reported(config: Config, layout: Layout, names: tuple[str, ...]) -> None:
-    """Self-play needs the env's ``info["episode_outcome"]`` to hold win/draw/loss."""
-    if layout.selfplay and not all(name in names for name in RESULT_NAMES):
-        raise ValueError(
-            f"self-play needs {config.env.name} to report win/draw/loss in info['episode_outcome']"
-        )
+def registered(kind: str) -> tuple[Registration, ...]:
+    """The registry's features of ``kind`` (member, learner, population), in its order."""
+    return tuple(entry for entry in FEATURES if entry.kind == kind)
+
+
+def layout_needs(config: Config, num_envs: int) -> LayoutNeeds:
+    """What the registered features need of the layout of one device's ``num_envs``
+    training envs (:class:`jaxrl.features.LayoutNeeds`), merged."""
+    return merge_needs([entry.layout(config, num_envs) for entry in FEATURES if entry.layout])
 
 
 def with_outer_features(setup: Setup) -> Setup:
     """``setup`` with its learner features, then its population features (which read what
     the members' update packs, learner features included)."""
-    learner = (build(setup) for build in LEARNER_FEATURE_BUILDERS)
+    learner = (entry.build(setup) for entry in registered("learner"))
     setup = dataclasses.replace(setup, learner_features=tuple(f for f in learner if f))
     tags = [spec.tag for spec in metric_specs(setup)]
-    population = (build(setup, tags) for build in POPULATION_FEATURE_BUILDERS)
+    population = (entry.build(setup, tags) for entry in registered("population"))
     return dataclasses.replace(setup, population_features=tuple(f for f in population if f))
 
 

@@ -40,9 +40,10 @@ from jaxrl.core.ppo import training_batch as _training_batch
 from jaxrl.core.rollout import RolloutOutput, rollout
 from jaxrl.core.stats import explained_variance
 from jaxrl.core.types import RunnerState
-from jaxrl.features import LearnerOps, UpdateResult, masked_sums
+from jaxrl.features import LearnerOps, UpdateResult, masked_sums, reads_of, visible, written
 from jaxrl.run.runner import (  # noqa: F401 - re-exported: the step's entry points
     as_restored,
+    feature_views,
     init_member_params,
     init_params,
     init_run,
@@ -93,10 +94,13 @@ def learn_from_rollout(
 def features_after_update(
     setup: Setup, runner: RunnerState, result: UpdateResult
 ) -> tuple[dict, dict, list]:
-    """``(states, metrics, resets)``: every per-member feature's answer to one update."""
+    """``(states, metrics, resets)``: every per-member feature's answer to one update (each
+    handed the views, as the update began, of the features it declares in ``reads``)."""
     states, metrics, resets = {}, {}, []
+    views = feature_views(setup, runner.features)
     for feature in setup.features:
-        state, output = feature.after_update(runner.features[feature.name], result)
+        reads = reads_of(feature, views)
+        state, output = feature.after_update(runner.features[feature.name], result, reads)
         states[feature.name] = state
         metrics.update(output.metrics)
         if feature.resets:
@@ -179,10 +183,10 @@ def update(setup: Setup, runner: RunnerState) -> tuple[RunnerState, Scalar]:
             new_runner,
         )
     for feature in setup.learner_features:  # they see the runner before and after
-        with_own = new_runner.replace(
-            features={**new_runner.features, feature.name: runner.features[feature.name]}
-        )
-        new_runner, metrics = feature.after_learner(LEARNER_OPS, runner, with_own)
+        own = runner.features[feature.name]
+        before, after = visible(runner, feature, own), visible(new_runner, feature, own)
+        returned, metrics = feature.after_learner(LEARNER_OPS, before, after)
+        new_runner = written(new_runner, returned, (feature.name, *feature.writes))
         feature_metrics.update(metrics)
     metrics = {**core_metrics(setup, out, learned, learning_rate), **feature_metrics}
     return new_runner, pack(metric_specs(setup), metrics)
@@ -225,9 +229,11 @@ def population_update(
     ran = members.update_step > before
     outputs = []
     for feature in setup.population_features:
-        state, members, metrics = feature.after_members(
-            population[feature.name], members, ran, packed, setup.layout.axis
+        handed = members if feature.owns_members else visible(members, feature, None)
+        state, returned, metrics = feature.after_members(
+            population[feature.name], handed, ran, packed, setup.layout.axis
         )
+        members = returned if feature.owns_members else written(members, returned, feature.writes)
         population[feature.name] = state
         outputs.append(pack(feature.metric_specs(members.hyper), metrics))
     runner = members.replace(features={**members.features, **population})
