@@ -57,13 +57,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from jaxrl.envs.cyber import fingerprint
-from jaxrl.envs.cyber import red as cyber_red
-from jaxrl.envs.cyber import tables as cyber_tables
 
 from jaxrl.commands.evaluate import run_episodes
 from jaxrl.config import ConfigError, load_run_config
 from jaxrl.core.acting import PolicyParams
+from jaxrl.envs.cyber import fingerprint
+from jaxrl.envs.cyber import red as cyber_red
+from jaxrl.envs.cyber import tables as cyber_tables
 from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import load_policy, play_params
 from jaxrl.run.setup import Setup

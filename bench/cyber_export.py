@@ -23,9 +23,9 @@ from typing import Any
 
 import jax
 import numpy as np
-from jaxrl.envs.cyber import tables as tb
 
 from jaxrl.config import ConfigError
+from jaxrl.envs.cyber import tables as tb
 from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import load_policy
 

@@ -6,8 +6,8 @@
 Plays the first episode of each of ``episodes`` vmapped envs (a run's ``env.name``,
 ``env.make_kwargs`` and ``env.kwargs``, as ``jaxrl.commands.evaluate`` builds them, or
 ``--env``) with actions drawn uniformly, one per agent slot: among the legal actions where the
-env declares an action mask (:class:`jaxrl.envs.protocols.ActionMaskEnv`), from the whole action space
-otherwise.
+env declares an action mask (:class:`jaxrl.envs.protocols.ActionMaskEnv`), from the whole action
+space otherwise.
 Prints the mean and standard deviation of the episode returns, each the mean over the env's
 agent slots (the statistic ``python -m jaxrl.evaluate`` reports). Two-team envs are not
 covered (their baseline is the league's scripted opponent).
@@ -24,10 +24,10 @@ import jax
 import jax.numpy as jnp
 import yaml
 from flax import struct
-from jaxrl.envs import EpisodeStatistics, protocols
-from jaxrl.envs.wrappers import legal_actions
 
 from jaxrl import envs
+from jaxrl.envs import EpisodeStatistics, protocols
+from jaxrl.envs.wrappers import legal_actions
 
 
 class RandomCarry(struct.PyTreeNode):

@@ -25,6 +25,7 @@ from typing import Any
 import gymnax
 import jax
 import jax.numpy as jnp
+
 from jaxrl.envs import protocols, suites
 from jaxrl.envs.domains import Interval, declare_domains
 from jaxrl.envs.params import nest_dotted, override_params
@@ -294,7 +295,8 @@ def make(
     if not found and not isinstance(env, protocols.Env):
         raise ValueError(
             f"env {name!r}: its factory returned {type(env).__name__}, not a gymnax-1.x env "
-            "(reset, step, action_space, observation_space, default_params; see jaxrl.envs.protocols.Env)"
+            "(reset, step, action_space, observation_space, default_params; "
+            "see jaxrl.envs.protocols.Env)"
         )
     params = env.default_params
     try:

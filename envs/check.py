@@ -35,10 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
 from gymnax.wrappers.purerl import GymnaxWrapper
-from jaxrl.envs import protocols
-from jaxrl.envs.wrappers import action_shape, legal_actions
 
 from jaxrl import envs
+from jaxrl.envs import protocols
+from jaxrl.envs.wrappers import action_shape, legal_actions
 
 GYMNAX_PIN = "pip install --force-reinstall 'gymnax>=1.0,<2'"
 TRACED_FLOW = (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)
@@ -423,7 +423,8 @@ def check_agents(name: str, env: Any, reward: Any) -> tuple[str, ...]:
 
 
 def check_mask(name: str, env: Any, params: Any, state: Any, act_space: Any) -> tuple[str, ...]:
-    """The action mask of an :class:`jaxrl.envs.protocols.ActionMaskEnv`: bool ``[n]`` or ``[A, n]``.
+    """The action mask of an :class:`jaxrl.envs.protocols.ActionMaskEnv`: bool ``[n]`` or
+    ``[A, n]``.
 
     Raises:
       EnvCheckError: a mask on a non-discrete action space, or of another shape or dtype.

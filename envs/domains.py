@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from flax import struct
+
 from jaxrl.envs.protocols import Domain
 
 DOMAIN_KEY = "domain"  # the dataclass metadata key of a field's domain

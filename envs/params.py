@@ -18,6 +18,7 @@ from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
+
 from jaxrl.envs.domains import check_value, domain_of
 
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
+
 from jaxrl.envs.domains import Interval, param
 from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 

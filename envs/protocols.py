@@ -288,8 +288,9 @@ class Renderer(Protocol):
 
 @runtime_checkable
 class Domain(Protocol):
-    """The values an ``EnvParams`` field allows, declared in its metadata (:mod:`jaxrl.envs.domains`:
-    ``Interval``, ``Choices``). Checked wherever a value enters: config, stages, lanes, flags."""
+    """The values an ``EnvParams`` field allows, declared in its metadata
+    (:mod:`jaxrl.envs.domains`: ``Interval``, ``Choices``). Checked wherever a value enters:
+    config, stages, lanes, flags."""
 
     def contains(self, value: Any) -> bool:
         """Whether ``value`` (every element of an array value) is allowed."""
@@ -405,5 +406,7 @@ def renderer(env: Any) -> Renderer | None:
         return None
     module = importlib.import_module(inner.renderer)
     if not isinstance(module, Renderer):
-        raise TypeError(f"{inner.name}: {inner.renderer} is not a renderer (see jaxrl.envs.protocols)")
+        raise TypeError(
+            f"{inner.name}: {inner.renderer} is not a renderer (see jaxrl.envs.protocols)"
+        )
     return module

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
 from gymnax.wrappers.purerl import GymnaxWrapper
+
 from jaxrl.envs import protocols
 
 

@@ -438,7 +438,8 @@ def export(
 
     The file is written only if it matches jaxrl's actions on observations played in the
     run's env (see :mod:`jaxrl.commands.export`). ``kwargs``: ``step``, ``member``, ``sample``,
-    ``check_steps``, ``check_envs``, ``seed``, ``atol``, as :func:`jaxrl.commands.export.export` takes.
+    ``check_steps``, ``check_envs``, ``seed``, ``atol``, as :func:`jaxrl.commands.export.export`
+    takes.
 
     Args:
       run: a run directory, or what :func:`train` returned with a ``run_dir``.

@@ -1,4 +1,4 @@
-"""``python tests/held_train.py WHERE [jaxrl.commands.train arguments]``: the training CLI, held once.
+"""``python tests/held_train.py WHERE [python -m jaxrl.train arguments]``: training, held once.
 
 ``WHERE`` is ``compile`` (the compile of the chunk step) or ``chunk:N`` (the N-th chunk this
 process runs, from 1). When the run gets there it prints ``held`` and waits for a line on

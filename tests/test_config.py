@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import yaml
 from flax import struct
-from jaxrl.envs import suites
 
 from jaxrl import envs
 from jaxrl.config import (
@@ -29,6 +28,7 @@ from jaxrl.config import (
     parse_overrides,
     save_config,
 )
+from jaxrl.envs import suites
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 

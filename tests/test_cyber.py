@@ -8,12 +8,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs.cyber import blue, red
-from jaxrl.envs.cyber import env as cage
-from jaxrl.envs.cyber import tables as tb
 
 from bench.research import cyber_fidelity
 from jaxrl import envs
+from jaxrl.envs.cyber import blue, red
+from jaxrl.envs.cyber import env as cage
+from jaxrl.envs.cyber import tables as tb
 
 ENV, PARAMS = envs.make("CAGE2")
 QUIET = PARAMS.replace(green_agent=False)  # no GreenAgent noise: deterministic tables

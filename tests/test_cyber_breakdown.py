@@ -7,12 +7,12 @@ import json
 import jax
 import numpy as np
 import pytest
-from jaxrl.envs.cyber import red
-from jaxrl.envs.cyber import tables as tb
 
 from bench.research import cyber_breakdown as cb
 from bench.research import cyber_trace
 from jaxrl.commands.train import train
+from jaxrl.envs.cyber import red
+from jaxrl.envs.cyber import tables as tb
 from tests.conftest import make_tiny_config
 from tests.test_cyber_defender import TINY_CAGE
 

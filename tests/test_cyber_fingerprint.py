@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
 from jaxrl.envs.cyber import Cage2, EnvParams, blue, fingerprint, observe, red
 
 EPISODES = 48  # per Red, Blue and bug setting

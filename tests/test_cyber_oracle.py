@@ -3,12 +3,12 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxrl.envs.cyber import env as cage
-from jaxrl.envs.cyber import red
-from jaxrl.envs.cyber import tables as tb
 
 from bench.research import cyber_oracle
 from jaxrl import envs
+from jaxrl.envs.cyber import env as cage
+from jaxrl.envs.cyber import red
+from jaxrl.envs.cyber import tables as tb
 
 
 def _state(user: int) -> cage.EnvState:

@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from jaxrl.envs.cyber import red
-from jaxrl.envs.cyber import tables as tb
 
 from bench.research import cyber_peer, cyber_trace
+from jaxrl.envs.cyber import red
+from jaxrl.envs.cyber import tables as tb
 
 EPISODES, STEPS = 400, 12
 

@@ -13,7 +13,9 @@ from jaxrl.envs import protocols
 ROOT = Path(__file__).resolve().parent.parent
 # Paths that exist on one machine only: a home or workspace folder, pytest's temporary
 # folders, a venv kept in /tmp. Placeholders (path/to/..., runs/...) and /tmp/<file> stay.
-MACHINE_PATH = re.compile(r"/work/|/tmp/pytest|(?<![\w/])/root(?:/|\b(?!\.py))|/home/\w|/Users/\w|/tmp/\w*venv")
+MACHINE_PATH = re.compile(
+    r"/work/|/tmp/pytest|(?<![\w/])/root(?:/|\b(?!\.py))|/home/\w|/Users/\w|/tmp/\w*venv"
+)
 
 
 def _pages() -> list[Path]:

@@ -7,11 +7,11 @@ import dataclasses
 
 import numpy as np
 import pytest
-from jaxrl.envs import protocols
-from jaxrl.envs.domains import DOMAIN_KEY, NON_NEGATIVE, Choices, Interval, check_value
 
 from jaxrl import envs
 from jaxrl.config import ConfigError, config_from_dict, load_config
+from jaxrl.envs import protocols
+from jaxrl.envs.domains import DOMAIN_KEY, NON_NEGATIVE, Choices, Interval, check_value
 
 CAGE2_RED = "one of -1 (drawn per episode), 0 (Sleep), 1 (B_line), 2 (Meander)"
 SOCCER_KIND = "one of 0 (idle), 1 (RulePolicy), 2 (random)"

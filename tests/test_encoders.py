@@ -10,13 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs.probes import DictProbe
-from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 
 from jaxrl.commands.train import train
 from jaxrl.config import ConfigError, load_config
 from jaxrl.core.encoders import ImageEncoder, LeafEncoding, ObsEncoder, plan_encoders
 from jaxrl.core.networks import ActorCritic
+from jaxrl.envs.probes import DictProbe
+from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 from jaxrl.hostenv.networks import ImageActorCritic, make_network
 from jaxrl.hostenv.spaces import HostSpaces, host_encoder
 

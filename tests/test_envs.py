@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnax.wrappers.purerl import GymnaxWrapper
-from jaxrl.envs import ActionRepeat, EpisodeStatistics, protocols
 
 from bench.hlo_audit import UNOPTIMIZED_CODEGEN
 from jaxrl import envs
+from jaxrl.envs import ActionRepeat, EpisodeStatistics, protocols
 
 CONTRACT_ENVS = ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "Breakout-MinAtar"]
 # Every registered env meets the contract, except one that needs the network to be built.

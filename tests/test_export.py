@@ -58,8 +58,8 @@ def runs(tmp_path_factory, selfplay_run) -> dict[str, Path]:
                          "env.normalize_obs=true"),
         "soccer": selfplay_run.run_dir,  # the session's tiny two-team league (shared policy)
         # an env with legal actions: the file takes a legal mask (its best action is illegal)
-        "masked": tiny_run(root / "masked", "cartpole.yaml", "env.name=jaxrl.envs.probes:MaskedBandit",
-                           "network.hidden_sizes=[16]"),
+        "masked": tiny_run(root / "masked", "cartpole.yaml",
+                           "env.name=jaxrl.envs.probes:MaskedBandit", "network.hidden_sizes=[16]"),
     }  # fmt: skip
     try:
         import envpool  # noqa: F401, PLC0415

@@ -14,13 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs.grid import env as arena
-from jaxrl.envs.grid import reference as grid_reference
-from jaxrl.envs.grid import rules as grid_rules
 
 from bench.hlo_audit import parse_hlo
 from jaxrl import envs
 from jaxrl.core import prng
+from jaxrl.envs.grid import env as arena
+from jaxrl.envs.grid import reference as grid_reference
+from jaxrl.envs.grid import rules as grid_rules
 
 SPEC = arena.GridSpec(
     room_rows=1,

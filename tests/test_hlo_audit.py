@@ -6,7 +6,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
-from jaxrl.envs.grid import env as arena
 
 from bench.hlo_audit import (
     CI_WORKLOADS,
@@ -20,6 +19,7 @@ from bench.hlo_audit import (
 )
 from jaxrl.core.permutation import target_platform
 from jaxrl.core.rollout import ENV_STEP_SCOPE, TRUNCATION_SCOPE
+from jaxrl.envs.grid import env as arena
 
 # The conditionals an env step may run, each with what it is for. Anything else in the env-step
 # loop body fails the test: a per-step conditional is a branch-selection kernel on a GPU and

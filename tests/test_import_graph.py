@@ -314,11 +314,14 @@ def floors_table(root: Path = ROOT) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for i, layer in enumerate(LAYERS):
-        below = ", ".join(
-            other.name + (" (same floor)" if floor_of(j) == floor_of(i) else "")
-            for j, other in enumerate(LAYERS)
-            if j != i and floor_of(j) <= floor_of(i)
-        ) or "no module of ours"
+        below = (
+            ", ".join(
+                other.name + (" (same floor)" if floor_of(j) == floor_of(i) else "")
+                for j, other in enumerate(LAYERS)
+                if j != i and floor_of(j) <= floor_of(i)
+            )
+            or "no module of ours"
+        )
         modules = ", ".join(f"`{m}`" for m in layer_modules(layer, root))
         folder = "`jaxrl/*.py`" if layer.name == "api" else f"`{layer.folder}/`"
         rows.append(f"| {layer.name} | {folder} | {modules} | {below} | {layer.holds} |")

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs.probes import CoopNim, MaskedBandit
 
 from jaxrl.commands.evaluate import evaluate
 from jaxrl.commands.train import train
@@ -23,6 +22,7 @@ from jaxrl.core.losses import LossHyperparams, Minibatch, ppo_loss
 from jaxrl.core.match import MatchSpec, idle_plan, legalize, match_step, start_matches
 from jaxrl.core.networks import make_distribution, mask_logits
 from jaxrl.core.types import RunningStats
+from jaxrl.envs.probes import CoopNim, MaskedBandit
 from jaxrl.run.play import eval_layout
 from jaxrl.run.runner import init_params
 from jaxrl.run.setup import make_setup

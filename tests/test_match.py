@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs.soccer import IDLE, RANDOM, RULE, observe
 
 from jaxrl.commands.evaluate import eval_layout
 from jaxrl.config import config_from_dict
@@ -36,6 +35,7 @@ from jaxrl.core.match import (
 )
 from jaxrl.core.opponents import OpponentPlan
 from jaxrl.core.types import RunningStats
+from jaxrl.envs.soccer import IDLE, RANDOM, RULE, observe
 from jaxrl.run.runner import init_params
 from jaxrl.run.setup import make_setup
 

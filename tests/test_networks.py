@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs.protocols import EntityGroup, EntityLayout
 
 from jaxrl import envs
 from jaxrl.config import load_config
 from jaxrl.core.networks import EntityEncoder
+from jaxrl.envs.protocols import EntityGroup, EntityLayout
 from jaxrl.run.setup import make_setup
 
 # A row of 17: own features 0..2, three "others" blocks of 3 (flag first), own feature 12,

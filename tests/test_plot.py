@@ -6,11 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from jaxrl.envs.soccer.env import REWARD_TERMS
 
 from jaxrl.commands import plot
 from jaxrl.commands.train import train
 from jaxrl.config import load_config
+from jaxrl.envs.soccer.env import REWARD_TERMS
 from jaxrl.run.logger import Logger
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,6 +13,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+from jaxrl import envs
 from jaxrl.envs import protocols
 from jaxrl.envs.protocols import (
     EntityGroup,
@@ -23,8 +25,6 @@ from jaxrl.envs.protocols import (
     TwoTeamEnv,
     VariableTeamSize,
 )
-
-from jaxrl import envs
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from jaxrl.envs.probes import MemoryProbe
 
 from jaxrl import envs
 from jaxrl.config import ConfigError, load_config
+from jaxrl.envs.probes import MemoryProbe
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "corridor"  # corridor.py and its renderer, corridor_render.py
@@ -184,7 +184,8 @@ def test_saved_config_of_a_python_registered_env_loads_where_it_is_not_registere
     envs.register("Probe-saved", MemoryProbe)
     save_config(load_config(None, ["env.name=Probe-saved", "env.kwargs.delay=2"]), tmp_path / "c")
     assert (
-        yaml.safe_load((tmp_path / "c").read_text())["env"]["source"] == "jaxrl.envs.probes:MemoryProbe"
+        yaml.safe_load((tmp_path / "c").read_text())["env"]["source"]
+        == "jaxrl.envs.probes:MemoryProbe"
     )
     del envs._OWN_ENVS["Probe-saved"]
     assert not envs.is_known("Probe-saved")

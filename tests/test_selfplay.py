@@ -2,8 +2,8 @@
 
 Two compiled train steps serve the module: ``chunks`` (a jitted chunk wrapped in
 ``chex.assert_max_traces(n=1)``, run across a curriculum switch into self-play, snapshots
-and lane draws) and ``selfplay_run`` (``jaxrl.commands.train`` with checkpoints, a session fixture of
-``conftest`` shared with the tournament tests).
+and lane draws) and ``selfplay_run`` (``jaxrl.commands.train`` with checkpoints, a session fixture
+of ``conftest`` shared with the tournament tests).
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ import pytest
 from jaxrl.commands.train import train
 from jaxrl.config import ConfigError, SelfPlayConfig, config_from_dict
 from jaxrl.core.acting import PolicyParams, act
+from jaxrl.core.elo import elo_from_score, expected_score
 from jaxrl.core.layout import Layout, OpponentGroups
 from jaxrl.core.match import NETWORK
 from jaxrl.core.opponents import LeagueTally
 from jaxrl.core.types import EpisodeSums, RunningStats
 from jaxrl.features import UpdateResult
 from jaxrl.features.curriculum import replay_ranks
-from jaxrl.core.elo import elo_from_score, expected_score
 from jaxrl.league.feature import SelfPlay
 from jaxrl.league.pool import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
 from jaxrl.league.rating import RULE_ELO, learner_rating

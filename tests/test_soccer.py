@@ -21,6 +21,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import yaml
+
+from jaxrl import envs
 from jaxrl.envs.soccer import (
     IDLE,
     OBS_DIM,
@@ -43,8 +45,6 @@ from jaxrl.envs.soccer import (
 from jaxrl.envs.soccer import env as soccer_env
 from jaxrl.envs.soccer.render import BLUE, GRASS, ORANGE, render_frames, save_gif
 from jaxrl.envs.soccer.rule_policy import rule_controls
-
-from jaxrl import envs
 
 ROLL_ENVS = 64
 ROLL_STEPS = 100
@@ -358,7 +358,8 @@ def test_compiles_once_across_team_sizes_opponents_and_rewards():
 
 
 def test_nested_reward_override_from_make_sets_only_those_weights_without_retrace():
-    """``jaxrl.envs.make("Soccer", reward={...})`` (what env.kwargs does) keeps dtypes: same trace."""
+    """``jaxrl.envs.make("Soccer", reward={...})`` (what env.kwargs does) keeps dtypes: same
+    trace."""
     _, params = envs.make(
         "Soccer",
         max_steps_in_episode=MATCH_STEPS,

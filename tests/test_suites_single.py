@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 from flax import struct
 from gymnax.environments import spaces
+
+from jaxrl import envs
 from jaxrl.envs import protocols, suites
 from jaxrl.envs.suites.legacy import LegacyStep
 from jaxrl.envs.suites.spaces import to_gymnax_space
-
-from jaxrl import envs
 
 REPO = Path(__file__).resolve().parents[1]
 NUM_ENVS = 2
@@ -241,7 +241,7 @@ def suite_run(request):
 def test_a_suite_env_by_name_meets_the_gymnax_contract(suite_run):
     suite, env, params, obs, (step_obs, reward, terminated, truncated, final_obs) = suite_run
     _, _, shape, kind, size = CASES[suite]
-    assert isinstance(env, jaxrl.envs.protocols.Env) and not isinstance(env, LegacyStep)
+    assert isinstance(env, protocols.Env) and not isinstance(env, LegacyStep)
     space = env.action_space(params)
     assert isinstance(space, kind)
     assert (space.n if kind is spaces.Discrete else space.shape[0]) == size

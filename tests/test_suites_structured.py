@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs import protocols
 
 from jaxrl import envs
+from jaxrl.envs import protocols
 
 jumanji = pytest.importorskip("jumanji", reason="the jumanji extra is not installed")
 pgx = pytest.importorskip("pgx", reason="the pgx extra is not installed")

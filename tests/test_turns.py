@@ -2,8 +2,8 @@
 
 The turn-aware GAE against hand-computed numbers (termination on the opponent's move,
 truncation, a pending move at the rollout's end), the match step's turn flags on
-:class:`jaxrl.envs.probes.Nim` (two teams) and :class:`jaxrl.envs.probes.CoopNim` (one learner for both
-slots), an env without ``info["agent_mask"]``, and a tiny Nim league (self-play with a pool,
+:class:`jaxrl.envs.probes.Nim` (two teams) and :class:`jaxrl.envs.probes.CoopNim` (one learner for
+both slots), an env without ``info["agent_mask"]``, and a tiny Nim league (self-play with a pool,
 PFSP, Elo) that compiles once and whose checkpoints play a tournament.
 """
 
@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jaxrl.envs.probes import NIM_RANDOM, NIM_RULE, MaskedBandit, Nim
 
 from jaxrl.commands.tournament import load_players, main, make_play_batch, pair_key
 from jaxrl.commands.train import train
@@ -24,6 +23,7 @@ from jaxrl.core.gae import bootstrap_values, gae, turn_gae
 from jaxrl.core.match import NETWORK, MatchSpec, idle_plan, match_step, start_matches
 from jaxrl.core.ppo import advantages_of, training_batch
 from jaxrl.core.types import RunningStats, Transition
+from jaxrl.envs.probes import NIM_RANDOM, NIM_RULE, MaskedBandit, Nim
 from jaxrl.run.play import eval_layout
 from jaxrl.run.runner import init_params
 from jaxrl.run.setup import make_setup

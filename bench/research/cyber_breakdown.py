@@ -43,13 +43,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxrl.config import ConfigError
+from jaxrl.core.acting import PolicyParams, act
 from jaxrl.envs.cyber import blue as cyber_blue
 from jaxrl.envs.cyber import env as cyber_env
 from jaxrl.envs.cyber import red as cyber_red
 from jaxrl.envs.cyber import tables as tb
-
-from jaxrl.config import ConfigError
-from jaxrl.core.acting import PolicyParams, act
 from jaxrl.run.checkpoint import CheckpointError
 from jaxrl.run.play import play_params
 from jaxrl.run.setup import Setup

@@ -59,11 +59,11 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxrl import envs
 from jaxrl.envs.cyber import blue as blue_policies
 from jaxrl.envs.cyber import red as red_agents
 from jaxrl.envs.cyber import tables as tb
-
-from jaxrl import envs
 
 from .cyber_peer import (  # numpy only (CybORG: inside its run())
     TABLE_STATES,

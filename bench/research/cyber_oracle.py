@@ -2,8 +2,8 @@
 
     python -m bench.research.cyber_oracle [--episodes N] [--seed S] [--fix-bugs]
 
-The oracle reads :class:`jaxrl.envs.cyber.env.EnvState` (B_line's user host, Red's shells and whether
-each runs as root or hides from Remove), which no defender sees; it even knows B_line's user
+The oracle reads :class:`jaxrl.envs.cyber.env.EnvState` (B_line's user host, Red's shells and
+whether each runs as root or hides from Remove), which no defender sees; it even knows B_line's user
 host at step 0, which jaxrl draws at reset and CybORG's B_line only at step 1. Each step,
 first match wins:
 
@@ -29,11 +29,11 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxrl import envs
 from jaxrl.envs.cyber import blue, red
 from jaxrl.envs.cyber import env as cyber_env
 from jaxrl.envs.cyber import tables as tb
-
-from jaxrl import envs
 
 from .cyber_fidelity import LENGTHS, _cumulative
 

@@ -22,9 +22,10 @@ Blue baselines, written here from CybORG++'s ``mini_CAGE/test_agent.py`` definit
 52-bit table: ``react_restore`` (``React_restore_minimal``) remembers every host whose row
 shows User or Privileged and restores the lowest-index remembered host, one per step;
 ``react_decoy`` (``Restore_decoys``) places the next decoy of its plan where that would sleep.
-``hop_guard`` (:class:`HopGuardBlue`) is jaxrl's ``jaxrl.envs.cyber.blue.hop_guard`` on the same table:
-a B_line guard that restores the Enterprise host B_line hops through and times its decoys there
-around Red's scans (``tests/test_cyber.py`` checks the two pick the same action at every step).
+``hop_guard`` (:class:`HopGuardBlue`) is jaxrl's ``jaxrl.envs.cyber.blue.hop_guard`` on the same
+table: a B_line guard that restores the Enterprise host B_line hops through and times its decoys
+there around Red's scans (``tests/test_cyber.py`` checks the two pick the same action at every
+step).
 
 Blind Blues, which never read the table (``MIXES``: the chance of each action kind, the host
 and decoy type then uniform, drawn from their own ``numpy`` generator seeded ``--seed``; jaxrl's
@@ -288,7 +289,8 @@ class PolicyBlue:
         return self._dense("actor_head", x)
 
     def cyborg_action(self, action: int) -> int:
-        """CybORG's action id for the network's ``action`` (``jaxrl.envs.cyber.env.expand_action``)."""
+        """CybORG's action id for the network's ``action``
+        (``jaxrl.envs.cyber.env.expand_action``)."""
         if self.action_set == "full":
             return int(action)
         kind, slot = divmod(int(action), len(self.reduced_hosts))
@@ -360,7 +362,8 @@ class PairBlue:
 
 # ---- per-step traces (--trace; compared with jaxrl's by bench.research.cyber_trace) ---------
 
-# jaxrl.envs.cyber.tables' HOSTS, SUBNETS and EXPLOITS, and jaxrl.envs.cyber.red's RED_* kinds, in order.
+# jaxrl.envs.cyber.tables' HOSTS, SUBNETS and EXPLOITS, and jaxrl.envs.cyber.red's RED_* kinds, in
+# order.
 HOSTS = ("Defender", "Enterprise0", "Enterprise1", "Enterprise2", "Op_Host0", "Op_Host1",
          "Op_Host2", "Op_Server0", "User0", "User1", "User2", "User3", "User4")  # fmt: skip
 SUBNETS = ("Enterprise", "Operational", "User")

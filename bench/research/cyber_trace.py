@@ -30,6 +30,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from jaxrl.envs.cyber.tables import action_name
 
 from .cyber_peer import (

@@ -2,8 +2,8 @@
 
 ``Cage2`` (registered as ``CAGE2``) is the Blue defender's env; :mod:`jaxrl.envs.cyber.env` lists
 its rules and every simplification. :mod:`jaxrl.envs.cyber.red` holds B_line and Meander,
-:mod:`jaxrl.envs.cyber.blue` the scripted Blue baselines, :mod:`jaxrl.envs.cyber.fingerprint` which Red
-is attacking as Blue sees it, :mod:`jaxrl.envs.cyber.tables` the scenario's static facts (hosts,
+:mod:`jaxrl.envs.cyber.blue` the scripted Blue baselines, :mod:`jaxrl.envs.cyber.fingerprint` which
+Red is attacking as Blue sees it, :mod:`jaxrl.envs.cyber.tables` the scenario's static facts (hosts,
 action layout, services, decoys, rewards).
 """
 

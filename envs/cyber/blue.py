@@ -18,7 +18,8 @@ fresh :func:`init_policy_state` per episode (the fidelity bench plays whole epis
   Privileged, and the hop when Red shows on Enterprise2 or Op_Server0 (an exploit Monitor
   missed) unless it restored the hop in the last two steps, and otherwise fills the hop's
   decoys, then Enterprise2's and Op_Server0's (``GUARD_DECOYS``; a Restore clears its record).
-- Blind mixes (``MIXES``, the same distributions as ``bench/research/cyber_peer.py``): each step an action
+- Blind mixes (``MIXES``, the same distributions as ``bench/research/cyber_peer.py``): each step an
+action
   kind drawn with the mix's chances (Sleep, Monitor, Analyse, Remove, Decoy, Restore), then a
   uniform host (and decoy type). ``random`` is uniform over the 145 actions, ``remove_mix``
   mostly Removes and ``decoy_mix`` mostly decoys.
@@ -33,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
 from jaxrl.envs.cyber import env as cyber_env
 from jaxrl.envs.cyber import tables as tb
 

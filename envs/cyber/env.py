@@ -117,6 +117,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
+
 from jaxrl.envs.cyber import red
 from jaxrl.envs.cyber import tables as tb
 from jaxrl.envs.domains import UNIT, Choices, param

@@ -2,7 +2,8 @@
 
 The CAGE-2 entries that led the leaderboard (CardiffUni, Keeping it RL) played one defender per
 Red agent and told the Reds apart from what Blue sees in the first steps. The two Reds open
-differently (:mod:`jaxrl.envs.cyber.red`): both sweep the User subnet first (Blue sees nothing), then
+differently (:mod:`jaxrl.envs.cyber.red`): both sweep the User subnet first (Blue sees nothing),
+then
 
 - B_line port-scans its one user host and exploits that same host (steps 2 and 3);
 - Meander port-scans every user IP it knows, one a step, before it exploits anything.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
 from jaxrl.envs.cyber import red
 from jaxrl.envs.cyber import tables as tb
 from jaxrl.envs.cyber.env import EXTENDED_DIM, TABLE_DIM

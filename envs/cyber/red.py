@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
 from jaxrl.envs.cyber import tables as tb
 
 RED_SLEEP, RED_SUBNET_SCAN, RED_SCAN, RED_EXPLOIT, RED_PRIVESC, RED_IMPACT = range(6)

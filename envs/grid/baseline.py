@@ -14,6 +14,7 @@ import json
 
 import jax
 import jax.numpy as jnp
+
 from jaxrl.envs.grid.env import EnvParams, MettaArena
 from jaxrl.envs.grid.rules import NUM_ACTIONS
 

@@ -77,6 +77,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
+
 from jaxrl.envs.domains import NON_NEGATIVE, Choices, Interval, param
 from jaxrl.envs.grid import rules as grid_rules
 from jaxrl.envs.grid.rules import Rules, World

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
 from jaxrl.envs.grid.rules import (
     ACTION_ARG,
     ACTION_KIND,

@@ -15,9 +15,10 @@ from typing import Any
 
 import jax
 import numpy as np
+from PIL import Image, ImageDraw
+
 from jaxrl.envs.grid import rules as grid_rules
 from jaxrl.envs.grid.env import PAD
-from PIL import Image, ImageDraw
 
 STEP_DT = 0.1  # seconds of GIF per env step at the renderer's default pace (jaxrl.commands.render)
 CELL = 10  # pixels per cell

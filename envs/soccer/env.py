@@ -82,6 +82,7 @@ import numpy as np
 import yaml
 from flax import struct
 from gymnax.environments import environment, spaces
+
 from jaxrl.envs.domains import NON_NEGATIVE, UNIT, Choices, Interval, param
 from jaxrl.envs.protocols import EntityGroup, EntityLayout
 from jaxrl.envs.soccer import physics

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+
 from jaxrl.envs.domains import DOMAIN_KEY, NON_NEGATIVE, POSITIVE, UNIT, param
 from jaxrl.envs.protocols import Domain
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import jax
 import numpy as np
+from PIL import Image, ImageDraw
+
 from jaxrl.envs.soccer import physics
 from jaxrl.envs.soccer.physics import (
     BALL_RADIUS,
@@ -25,7 +27,6 @@ from jaxrl.envs.soccer.physics import (
     MAX_PER_TEAM,
     STEP_DT,
 )
-from PIL import Image, ImageDraw
 
 SCALE = 40.0  # pixels per metre
 MARGIN = 12  # pixels around the goals

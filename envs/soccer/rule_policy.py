@@ -3,10 +3,10 @@
 Every policy here is a pure function of one team's own observation rows, float32
 [3, OBS_DIM] (rows 0..2 of the env's observation for blue, 3..5 for orange), and returns that
 team's int32 [3] actions, so one code path plays either side and a caller (the trainer,
-:func:`jaxrl.envs.soccer.scripted_play.scripted_rollout`, rendering) decides per env who drives which
-team. This module reads only :mod:`jaxrl.envs.soccer.physics` (the observation layout is defined
-there), so the env can import it without a cycle; scripted play, which steps the env, lives in
-:mod:`jaxrl.envs.soccer.scripted_play`.
+:func:`jaxrl.envs.soccer.scripted_play.scripted_rollout`, rendering) decides per env who drives
+which team. This module reads only :mod:`jaxrl.envs.soccer.physics` (the observation layout is
+defined there), so the env can import it without a cycle; scripted play, which steps the env, lives
+in :mod:`jaxrl.envs.soccer.scripted_play`.
 
 The RulePolicy reasons in the team's own frame (attack +y): :func:`team_view_from_obs` undoes
 the observation's normalisations, then :func:`rule_controls` acts. Roles: the active car
@@ -32,6 +32,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+
 from jaxrl.envs.soccer import physics
 from jaxrl.envs.soccer.physics import (
     BALL_SPEED_SCALE,

@@ -1,8 +1,8 @@
 """Scripted car-soccer play: both teams driven by the scripted policies, stepped in a scan.
 
 For "RulePolicy vs X" evaluations, tests and rendering (:func:`rollout_states`). It sits above
-both :mod:`jaxrl.envs.soccer.env` and :mod:`jaxrl.envs.soccer.rule_policy`, which import neither it nor
-each other's scripted play: the env imports the policies, the policies import only physics.
+both :mod:`jaxrl.envs.soccer.env` and :mod:`jaxrl.envs.soccer.rule_policy`, which import neither it
+nor each other's scripted play: the env imports the policies, the policies import only physics.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
+
 from jaxrl.envs.soccer import physics
 from jaxrl.envs.soccer.env import EnvParams, EnvState, Soccer, observe_teams
 from jaxrl.envs.soccer.physics import MAX_PER_TEAM

@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from gymnax.environments import environment
+
 from jaxrl.envs.suites.spaces import float32_box, to_gymnax_space
 
 # env id -> (module, no-auto-reset class) of the craftax package.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from jaxrl.envs.suites.craftax_render import STEP_DT, frames_of, save_gif
 
 __all__ = ["STEP_DT", "render_frames", "save_gif"]

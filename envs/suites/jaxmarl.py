@@ -33,6 +33,7 @@ from flax import struct
 from gymnax.environments import environment, spaces
 from jaxmarl.environments import spaces as marl_spaces
 from jaxmarl.environments.multi_agent_env import MultiAgentEnv as MarlBase
+
 from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 
 

@@ -37,9 +37,10 @@ import jumanji
 import numpy as np
 from flax import struct
 from gymnax.environments import environment, spaces
-from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 from jumanji import specs
 from jumanji.types import StepType
+
+from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 
 MASK = "action_mask"  # the observation field jumanji keeps its legal actions in
 MAX_JOINT_ACTIONS = 10_000  # largest product of a MultiDiscreteArray flattened to one Discrete

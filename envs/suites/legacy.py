@@ -2,8 +2,8 @@
 
 Before gymnax 1.0 ``step`` returned five values, ``(obs, state, reward, done, info)``, with the
 time limit folded into ``done``; Craftax (1.6) and Kinetix still ship that base class.
-:func:`jaxrl.envs.make` traces an imported env's step once (``jax.eval_shape``, no compute) and wraps
-a five-value one in :class:`LegacyStep` (:func:`adapt`), so that
+:func:`jaxrl.envs.make` traces an imported env's step once (``jax.eval_shape``, no compute) and
+wraps a five-value one in :class:`LegacyStep` (:func:`adapt`), so that
 ``env.name=craftax.craftax_classic.envs.craftax_symbolic_env:CraftaxClassicSymbolicEnv``
 trains as it is.
 """
@@ -14,6 +14,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+
 from jaxrl.envs.suites.spaces import float32_box, to_gymnax_space
 from jaxrl.envs.wrappers import Wrapper, action_shape
 

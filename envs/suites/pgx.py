@@ -10,10 +10,11 @@ plain masked env (:class:`PgxSinglePlayer`); games of three or more players are 
 
 Observations are pgx's own egocentric views (``observe(state, player)``: "my stones, your
 stones"), so one policy plays either side; each view is flattened to a float32 row and declared
-as one leaf ``observation`` of pgx's shape (e.g. ``(3, 3, 2)``; :class:`jaxrl.envs.protocols.ObsLeaves`).
-An illegal move ends the game with pgx's penalty (-1 to the mover); the mask is there to avoid
-it. ``EnvParams.max_steps_in_episode`` truncates (pgx's own ``truncated`` too): the game is then
-scored a draw. Pgx's constructors take no arguments, so ``make_kwargs`` must be empty.
+as one leaf ``observation`` of pgx's shape (e.g. ``(3, 3, 2)``;
+:class:`jaxrl.envs.protocols.ObsLeaves`). An illegal move ends the game with pgx's penalty (-1 to
+the mover); the mask is there to avoid it. ``EnvParams.max_steps_in_episode`` truncates (pgx's own
+``truncated`` too): the game is then scored a draw. Pgx's constructors take no arguments, so
+``make_kwargs`` must be empty.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 import pgx
 from flax import struct
 from gymnax.environments import environment, spaces
+
 from jaxrl.envs.domains import UNIT, Choices, Interval, param
 from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 

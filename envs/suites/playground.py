@@ -3,8 +3,8 @@
 
 The DM Control Suite envs of MuJoCo Playground (``CartpoleBalance``, ``PendulumSwingup``,
 ``CheetahRun``, ...; their MJCF files ship in the wheel, nothing is downloaded) on
-:class:`jaxrl.envs.suites.physics.PhysicsEnv`: float32 observations, ``Box(-1, 1)`` actions, the env's
-``done`` as termination, the config's ``episode_length`` (1000) as the time limit
+:class:`jaxrl.envs.suites.physics.PhysicsEnv`: float32 observations, ``Box(-1, 1)`` actions, the
+env's ``done`` as termination, the config's ``episode_length`` (1000) as the time limit
 (truncation). ``env.make_kwargs`` are Playground config overrides (``config_overrides``);
 ``impl`` defaults to ``jax`` (MJX in JAX, which runs on a CPU) instead of ``warp``.
 Playground's locomotion and manipulation envs need the MuJoCo Menagerie, which Playground

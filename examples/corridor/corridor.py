@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 from gymnax.environments import environment, spaces
+
 from jaxrl.envs.domains import Interval, param  # jaxrl's declared parameter ranges (optional)
 
 

@@ -26,9 +26,9 @@ class NetworkConfig:
     core: str = "none"  # recurrent core between torso and heads: none | gru | lstm
     core_size: int = 128  # recurrent core width
     core_unroll: int = 0  # core scan steps per loop iteration; 0: 1 on CPU, a sequence on GPU/TPU
-    # > 0: encode the env's entity blocks (jaxrl.envs.protocols.EntityObservation: soccer's teammates
-    # and opponents) with one shared layer of this width per group, pooled over the present
-    # ones, before each torso; 0: the observation row goes to the torso as it is
+    # > 0: encode the env's entity blocks (jaxrl.envs.protocols.EntityObservation: soccer's
+    # teammates and opponents) with one shared layer of this width per group, pooled over the
+    # present ones, before each torso; 0: the observation row goes to the torso as it is
     entity_width: int = 0
     # image observations [H, W, C] (also such leaves of a StructuredObservation env) go through
     # a CNN before each torso: auto | mlp | nature | small (ENCODERS); auto: the Nature CNN

@@ -1,4 +1,5 @@
-"""``pbt:`` population-based training over the members (the compiled part: ``jaxrl/features/pbt.py``)."""
+"""``pbt:`` population-based training over the members (the compiled part:
+``jaxrl/features/pbt.py``)."""
 
 from __future__ import annotations
 

@@ -37,8 +37,8 @@ class SelfPlayConfig:
     exploiter_threshold: float = 0.5  # hand off above this decayed win fraction vs the learner
     exploiter_min_games: float = 32.0  # ... once its decayed game count reaches this
     # current: play the main agent's policy of every update (a moving target); frozen: play
-    # the main agent's policy as it was when the exploiter last (re)started, as jaxrl.commands.exploit's
-    # best responses do, so a hand-off means it beat one fixed policy
+    # the main agent's policy as it was when the exploiter last (re)started, as
+    # jaxrl.commands.exploit's best responses do, so a hand-off means it beat one fixed policy
     exploiter_target: str = "current"
     # frozen: an exploiter that has not handed off after this many of its updates restarts
     # from the main agent's current weights and freezes its current policy (0 = never)

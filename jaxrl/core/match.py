@@ -1,8 +1,8 @@
 """The match step: every actor of every env acts, then one vmapped env step.
 
 This is the one acting loop body of jaxrl. Training rollouts (:mod:`jaxrl.core.rollout`),
-evaluation (:mod:`jaxrl.commands.evaluate`), rendering (:mod:`jaxrl.commands.render`) and tournaments
-(:mod:`jaxrl.commands.tournament`) all call :func:`match_step`; they differ only in the
+evaluation (:mod:`jaxrl.commands.evaluate`), rendering (:mod:`jaxrl.commands.render`) and
+tournaments (:mod:`jaxrl.commands.tournament`) all call :func:`match_step`; they differ only in the
 :class:`MatchPlan` they pass and in what they keep of the :class:`MatchRecord`.
 
 Single-team envs: the learner drives every agent slot (``A = num_agents`` actors per env).

@@ -29,7 +29,8 @@ class Transition(struct.PyTreeNode):
     truncated: jax.Array  # [B] bool, episode cut by a time limit: bootstrap from final obs
     final_value: jax.Array  # [B] float32, V(pre-reset next obs) where truncated, else 0
     mask: Any  # [B] bool, the actor is active (multi-agent envs only; None otherwise)
-    # [B, num_actions] bool legal actions of obs (jaxrl.envs.protocols.ActionMaskEnv; None otherwise)
+    # [B, num_actions] bool legal actions of obs (jaxrl.envs.protocols.ActionMaskEnv; None
+    # otherwise)
     legal: Any = None
     turn: Any = None  # [B] bool, the row's slot moved at this step (TurnBasedEnv; else None)
     next_turn: Any = None  # [B] bool, the row's slot moves at the next step (TurnBasedEnv)

@@ -20,7 +20,8 @@ from jaxrl.envs.host import make_vec as _make_vec
 def make_vec(
     backend: str, name: str, num_envs: int, seed: int, kwargs: dict[str, Any]
 ) -> HostVecEnv:
-    """:func:`jaxrl.envs.host.make_vec`: ``num_envs`` envs of task ``name`` from ``backend``, seeded.
+    """:func:`jaxrl.envs.host.make_vec`: ``num_envs`` envs of task ``name`` from ``backend``,
+    seeded.
 
     Raises:
       ConfigError: the backend's package is not installed, or it cannot make ``name``.

@@ -27,7 +27,8 @@ import jax.numpy as jnp
 from jaxrl.core.elo import newton_elo
 
 RULE_ELO = 1500.0  # the RulePolicy's fixed rating (the anchor)
-# Virtual draws against the anchor, as jaxrl.commands.tournament's fit: a perfect record stays finite.
+# Virtual draws against the anchor, as jaxrl.commands.tournament's fit: a perfect record stays
+# finite.
 RULE_PRIOR_GAMES = 0.5
 # Newton steps per update; warm-started at the last rating, one or two already converge.
 ELO_ITERATIONS = 4

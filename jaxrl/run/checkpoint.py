@@ -123,7 +123,8 @@ MEMBER_FILE = "member.json"  # marks a member extracted by jaxrl.commands.extrac
 
 
 def extracted_from(run_dir: str | Path) -> dict[str, Any] | None:
-    """The ``member.json`` of a run written by :mod:`jaxrl.commands.extract`, or None for any other."""
+    """The ``member.json`` of a run written by :mod:`jaxrl.commands.extract`, or None for any
+    other."""
     path = Path(run_dir) / MEMBER_FILE
     return json.loads(path.read_text()) if path.is_file() else None
 
