@@ -84,7 +84,7 @@ def cases(tiny: bool) -> tuple[Case, ...]:
 
 def run_jaxrl(case: Case, mode: str, overrides: tuple[str, ...] = ()) -> JaxrlRun:
     """Train ``case.updates + 2`` updates in-process; steps/s and split of the timed ones."""
-    from jaxrl.commands.train import train  # noqa: PLC0415 - after argument parsing
+    from jaxrl.run.driver import train  # noqa: PLC0415 - after argument parsing
 
     base = load_config(case.config)
     total = (case.updates + 2) * base.batch_size

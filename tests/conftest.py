@@ -220,8 +220,8 @@ def tiny_selfplay(**extra) -> dict:
 @pytest.fixture(scope="session")
 def selfplay_run(tmp_path_factory):
     """A tiny self-play run whose snapshots (every 4 updates) fall on its checkpoints."""
-    from jaxrl.commands.train import train  # noqa: PLC0415
     from jaxrl.config import config_from_dict  # noqa: PLC0415 - keep conftest import light
+    from jaxrl.run.driver import train  # noqa: PLC0415
 
     config = config_from_dict(tiny_selfplay(selfplay__snapshot_every=4))
     return train(config, tmp_path_factory.mktemp("selfplay") / "run", quiet=True)

@@ -17,6 +17,7 @@ import pytest
 import jaxrl
 from jaxrl import envs
 from jaxrl.config import ConfigError
+from jaxrl.run.errors import TrainingError
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = (
@@ -122,10 +123,10 @@ def test_load_policy_act_is_jittable_and_plays_as_evaluate(corridor_run, corrido
 
 def test_api_errors_name_keyword_arguments(corridor_run):
     run_dir, _ = corridor_run
-    with pytest.raises(jaxrl.commands.train.TrainingError) as err:
+    with pytest.raises(TrainingError) as err:
         jaxrl.train(None, overrides=TINY, run_dir=run_dir)
     assert "overwrite=True" in str(err.value) and "--" not in str(err.value)
-    with pytest.raises(jaxrl.commands.train.TrainingError, match="resume=True needs run_dir="):
+    with pytest.raises(TrainingError, match="resume=True needs run_dir="):
         jaxrl.train(None, resume=True)
     with pytest.raises(TypeError, match="env= takes"):
         jaxrl.train(None, env=3)

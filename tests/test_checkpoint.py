@@ -15,10 +15,10 @@ import pytest
 
 from jaxrl.commands.evaluate import main as evaluate_main
 from jaxrl.commands.train import main as train_main
-from jaxrl.commands.train import train
 from jaxrl.config import load_config
 from jaxrl.core.acting import PolicyParams
 from jaxrl.run.checkpoint import Checkpointer, CorruptCheckpointError
+from jaxrl.run.driver import train
 from jaxrl.run.play import policy_like
 from jaxrl.run.setup import make_setup
 from jaxrl.run.train_step import init_run

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from jaxrl import envs
-from jaxrl.commands.train import train
 from jaxrl.config import CurriculumConfig, StageConfig, load_config
 from jaxrl.features.curriculum import CurriculumState, advance, make_spec, stage_params, window_mean
 from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.driver import train
 from jaxrl.run.setup import make_setup
 from jaxrl.run.train_step import init_runner_state, train_chunk
 from tests.conftest import make_tiny_config

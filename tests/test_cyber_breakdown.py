@@ -10,9 +10,9 @@ import pytest
 
 from bench.research import cyber_breakdown as cb
 from bench.research import cyber_trace
-from jaxrl.commands.train import train
 from jaxrl.envs.cyber import red
 from jaxrl.envs.cyber import tables as tb
+from jaxrl.run.driver import train
 from tests.conftest import make_tiny_config
 from tests.test_cyber_defender import TINY_CAGE
 

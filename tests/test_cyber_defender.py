@@ -13,8 +13,8 @@ import pytest
 
 from bench import cyber_defender as cd
 from jaxrl.commands.evaluate import evaluate
-from jaxrl.commands.train import train
 from jaxrl.config import save_config
+from jaxrl.run.driver import train
 from tests.conftest import make_tiny_config
 
 # A one-update CAGE2 run: 4 envs x 10 steps, a 16-unit torso and GRU (the defender's shape,

@@ -15,10 +15,10 @@ import pytest
 
 from bench import cyber_export
 from bench.research.cyber_peer import PairBlue, PolicyBlue, make_blue
-from jaxrl.commands.train import train
 from jaxrl.envs.cyber import env as cage
 from jaxrl.envs.cyber import fingerprint, red
 from jaxrl.envs.cyber import tables as tb
+from jaxrl.run.driver import train
 from jaxrl.run.play import load_policy
 from tests.conftest import make_tiny_config
 from tests.test_cyber_defender import TINY_CAGE

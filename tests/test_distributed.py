@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from jaxrl.commands.evaluate import load_policy
-from jaxrl.commands.train import train
 from jaxrl.config import load_config
 from jaxrl.run.distributed import Cluster, DistributedError, cluster_from_flags, detect
+from jaxrl.run.driver import train
 from tests.conftest import cpu_devices_env, run_on_cpu_devices, tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ import json, sys
 import jax, numpy as np
 from tests.conftest import tiny_selfplay
 from jaxrl.config import config_from_dict
-from jaxrl.commands.train import train
+from jaxrl.run.driver import train
 config = config_from_dict(tiny_selfplay(
     train__num_seeds=2, selfplay__exploiters=1, selfplay__exploiter_fraction=0.5))
 runner = train(config, sys.argv[1], quiet=True).runner

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.commands.train import train
 from jaxrl.config import ConfigError, load_config
 from jaxrl.core.encoders import ImageEncoder, LeafEncoding, ObsEncoder, plan_encoders
 from jaxrl.core.networks import ActorCritic
@@ -19,6 +18,7 @@ from jaxrl.envs.probes import DictProbe
 from jaxrl.envs.protocols import ObsLeaf, ObsLeaves
 from jaxrl.hostenv.networks import ImageActorCritic, make_network
 from jaxrl.hostenv.spaces import HostSpaces, host_encoder
+from jaxrl.run.driver import train
 
 REPO = Path(__file__).resolve().parents[1]
 

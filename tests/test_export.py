@@ -19,8 +19,8 @@ import pytest
 
 import jaxrl
 from jaxrl.commands import export as ex
-from jaxrl.commands.train import train
 from jaxrl.config import load_config
+from jaxrl.run.driver import train
 
 REPO = Path(__file__).resolve().parents[1]
 CHECK = {"check_steps": 8, "check_envs": 2}  # small: 8 steps x (2 envs x agents) rows

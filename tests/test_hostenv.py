@@ -17,7 +17,7 @@ import pytest
 gymnasium = pytest.importorskip("gymnasium")
 
 from jaxrl.commands.evaluate import evaluate  # noqa: E402
-from jaxrl.commands.train import main, train  # noqa: E402
+from jaxrl.commands.train import main  # noqa: E402
 from jaxrl.config import (  # noqa: E402
     Config,
     ConfigError,
@@ -34,6 +34,7 @@ from jaxrl.config import (  # noqa: E402
 )
 from jaxrl.hostenv.networks import NatureEncoder, PatchConv  # noqa: E402
 from jaxrl.hostenv.spaces import read_spaces  # noqa: E402
+from jaxrl.run.driver import train  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # 2 envs x 16 steps = 32 env steps per update; 4 updates.

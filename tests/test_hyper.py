@@ -18,7 +18,6 @@ from flax import struct
 
 from jaxrl import envs
 from jaxrl.commands import evaluate as evaluate_cli
-from jaxrl.commands.train import train
 from jaxrl.config import SWEEPABLE, ConfigError, load_config
 from jaxrl.core.hyper import (
     PPO_KEYS,
@@ -28,6 +27,7 @@ from jaxrl.core.hyper import (
     make_members,
     member_env_params,
 )
+from jaxrl.run.driver import train
 from jaxrl.run.setup import make_setup
 from jaxrl.run.train_step import init_member_params, member_params, member_params_program
 from tests.conftest import tiny_overrides

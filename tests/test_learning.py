@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from jaxrl.commands.evaluate import evaluate
-from jaxrl.commands.train import train
 from jaxrl.config import load_config
+from jaxrl.run.driver import train
 
 REPO = Path(__file__).resolve().parents[1]
 RANDOM_POLICY_RETURN = 22.0  # mean CartPole-v1 return of uniformly random actions

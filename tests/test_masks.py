@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from jaxrl.commands.evaluate import evaluate
-from jaxrl.commands.train import train
 from jaxrl.config import config_from_dict
 from jaxrl.core.acting import PolicyParams, act, sample_rows
 from jaxrl.core.losses import LossHyperparams, Minibatch, ppo_loss
@@ -23,6 +22,7 @@ from jaxrl.core.match import MatchSpec, idle_plan, legalize, match_step, start_m
 from jaxrl.core.networks import make_distribution, mask_logits
 from jaxrl.core.types import RunningStats
 from jaxrl.envs.probes import CoopNim, MaskedBandit
+from jaxrl.run.driver import train
 from jaxrl.run.play import eval_layout
 from jaxrl.run.runner import init_params
 from jaxrl.run.setup import make_setup

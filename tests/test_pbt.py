@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from jaxrl.commands import plot
-from jaxrl.commands.train import train
 from jaxrl.config import BoundsConfig, ConfigError, PBTConfig, load_config
 from jaxrl.core.hyper import Hyper
 from jaxrl.core.metrics import Scalar
@@ -22,6 +21,7 @@ from jaxrl.core.types import RunnerState, RunningStats
 from jaxrl.features import pbt
 from jaxrl.features.pbt import pbt_spec
 from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.driver import train
 from jaxrl.run.setup import make_setup
 from jaxrl.run.train_step import init_run, train_population_chunk
 
@@ -622,7 +622,7 @@ PBT_RUN = [
 
 @pytest.fixture(scope="module")
 def pbt_train(tmp_path_factory):
-    """The PBT run, trained by :func:`jaxrl.commands.train.train`."""
+    """The PBT run, trained by :func:`jaxrl.run.driver.train`."""
     config = load_config(REPO / "configs" / "cartpole.yaml", PBT_RUN)
     return train(config, tmp_path_factory.mktemp("pbt_train") / "run", quiet=True)
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from jaxrl.commands import plot
-from jaxrl.commands.train import train
 from jaxrl.config import load_config
 from jaxrl.envs.soccer.env import REWARD_TERMS
+from jaxrl.run.driver import train
 from jaxrl.run.logger import Logger
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.commands.train import train
 from jaxrl.config import load_config
 from jaxrl.core.losses import Minibatch, ppo_loss
 from jaxrl.core.precision import compute_dtype
+from jaxrl.run.driver import train
 from jaxrl.run.setup import make_setup
 from jaxrl.run.train_step import init_runner_state
 

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from jaxrl.commands.evaluate import evaluate
-from jaxrl.commands.train import train
 from jaxrl.config import load_config
 from jaxrl.core.losses import Minibatch
 from jaxrl.core.networks import RecurrentCore, make_distribution
 from jaxrl.core.ppo import shuffle_minibatches
 from jaxrl.core.rollout import rollout
 from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.driver import train
 from jaxrl.run.setup import make_setup
 from jaxrl.run.train_step import (
     init_runner_state,

@@ -16,7 +16,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.commands.train import train
 from jaxrl.config import ConfigError, SelfPlayConfig, config_from_dict
 from jaxrl.core.acting import PolicyParams, act
 from jaxrl.core.elo import elo_from_score, expected_score
@@ -30,6 +29,7 @@ from jaxrl.league.feature import SelfPlay
 from jaxrl.league.pool import SelfPlayState, pfsp_probs, pfsp_weights, win_rates
 from jaxrl.league.rating import RULE_ELO, learner_rating
 from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.driver import train
 from jaxrl.run.setup import make_setup
 from jaxrl.run.summary import run_summary
 from jaxrl.run.train_step import init_runner_state, make_plan, train_chunk

@@ -12,9 +12,10 @@ from flax import struct
 from gymnax.environments.classic_control import cartpole
 
 from jaxrl import envs
-from jaxrl.commands.train import main, train
+from jaxrl.commands.train import main
 from jaxrl.config import load_config
 from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.driver import train
 from jaxrl.run.setup import make_setup
 from jaxrl.run.train_step import init_runner_state
 from tests.conftest import tiny_overrides

@@ -18,10 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxrl.commands.train import TrainingError, train
 from jaxrl.commands.train import main as train_main
 from jaxrl.config import ConfigError, load_config, save_config
 from jaxrl.run.checkpoint import Checkpointer
+from jaxrl.run.driver import train
+from jaxrl.run.errors import TrainingError
 from jaxrl.run.setup import current_learning_rate, make_setup
 from jaxrl.run.signals import Signals
 from jaxrl.run.train_step import init_run, init_runner_state, make_train_step, train_chunk

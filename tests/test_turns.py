@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from jaxrl.commands.tournament import load_players, main, make_play_batch, pair_key
-from jaxrl.commands.train import train
 from jaxrl.config import config_from_dict
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.gae import bootstrap_values, gae, turn_gae
@@ -24,6 +23,7 @@ from jaxrl.core.match import NETWORK, MatchSpec, idle_plan, match_step, start_ma
 from jaxrl.core.ppo import advantages_of, training_batch
 from jaxrl.core.types import RunningStats, Transition
 from jaxrl.envs.probes import NIM_RANDOM, NIM_RULE, MaskedBandit, Nim
+from jaxrl.run.driver import train
 from jaxrl.run.play import eval_layout
 from jaxrl.run.runner import init_params
 from jaxrl.run.setup import make_setup

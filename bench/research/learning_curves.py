@@ -4,7 +4,7 @@
 [--chunk 64]``
 
 Trains ``configs/cartpole.yaml`` (with ``env.num_envs`` and ``train.total_steps`` set) with
-``jaxrl.commands.train.train`` and with ``bench.reference_ppo`` for each seed. It prints, per
+``jaxrl.run.driver.train`` and with ``bench.reference_ppo`` for each seed. It prints, per
 ``--chunk`` updates, the mean episode return over the episodes that ended in those updates
 (the same statistic for both), averaged over seeds. It also prints each run's steps/s.
 This is the check behind "identical learning" in ``docs/results/log.md``; speed claims come
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from jaxrl.commands.train import train
 from jaxrl.config import load_config
+from jaxrl.run.driver import train
 
 from ..reference_ppo import time_reference
 

@@ -22,24 +22,13 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from jaxrl.commands.cli import HelpFormatter, prog
 from jaxrl.run.distributed import DistributedError, add_process_flags, cluster_from_flags
 from jaxrl.run.errors import RunDirError, TrainingError
 from jaxrl.run.signals import TrainingInterrupted
 
-__all__ = [
-    "RunDirError", "TrainingError", "TrainingInterrupted", "build_parser", "interrupted_exit",
-    "main", "train",
-]  # fmt: skip
-
-
-def train(*args: Any, **kwargs: Any) -> Any:
-    """:func:`jaxrl.run.driver.train` (imported when called: this module imports no JAX)."""
-    from jaxrl.run.driver import train as drive  # noqa: PLC0415
-
-    return drive(*args, **kwargs)
+__all__ = ["build_parser", "interrupted_exit", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
