@@ -108,6 +108,7 @@ def train(
     """
     from jaxrl.run import driver  # noqa: PLC0415
     from jaxrl.run.errors import RunDirError  # noqa: PLC0415
+    from jaxrl.run.run_dir import resume_config  # noqa: PLC0415
 
     if resume:
         if run_dir is None or config is not None or env is not None:
@@ -115,7 +116,7 @@ def train(
                 "resume=True needs run_dir= and takes no config or env (the run's saved "
                 "config.yaml is used; overrides= may change the resumable keys)"
             )
-        resumed = driver.resume_config(Path(run_dir), list(overrides))
+        resumed = resume_config(Path(run_dir), list(overrides))
         result = driver.train(resumed, run_dir, resume=True, quiet=quiet)
         return _output(result, resumed or _saved_config(run_dir), run_dir)
     config = resolve_config(config, env, overrides)

@@ -449,6 +449,34 @@ def test_a_config_error_is_reported_before_jax_is_imported():
     assert done.stdout.split() == ["2", "False"], done.stdout
 
 
+def test_a_bad_resume_is_reported_before_jax_is_imported(tmp_path):
+    """``--resume DIR`` of a folder that is no run, and an override that cannot change on
+    resume, are one line each, exit 2, before JAX is imported."""
+    (tmp_path / "plain").mkdir()
+    cases = {
+        "no such directory": [str(tmp_path / "missing")],
+        "it has no config.yaml": [str(tmp_path / "plain")],
+        "ppo.lr cannot change when resuming": [str(tmp_path / "missing"), "ppo.lr=0.1"],
+    }
+    program = (
+        "import sys\n"
+        "from jaxrl.commands.train import main\n"
+        "code = main(['--resume', *sys.argv[1:]])\n"
+        "print(code, 'jax' in sys.modules)\n"
+    )
+    for message, args in cases.items():
+        done = subprocess.run(
+            [sys.executable, "-c", program, *args],
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+        assert done.stdout.split() == ["2", "False"], (message, done.stdout)
+
+
 def _wandb_history(path: Path) -> list[dict]:
     """The history rows of an offline W&B run file (``run-<id>.wandb``).
 

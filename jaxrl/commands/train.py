@@ -87,7 +87,7 @@ def _run(args: argparse.Namespace) -> int:
                 "--resume DIR continues a run with its saved config.yaml; it takes no "
                 "--config or --run-dir (overrides only of " + ", ".join(RESUMABLE_KEYS) + ")"
             )
-        from jaxrl.run.driver import resume_config  # noqa: PLC0415
+        from jaxrl.run.run_dir import resume_config  # noqa: PLC0415 - no JAX
 
         config = resume_config(Path(args.resume), args.overrides)
     else:

@@ -37,6 +37,7 @@ import orbax.checkpoint as ocp
 
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.types import RunnerState
+from jaxrl.run.run_dir import MEMBER_FILE, extracted_from  # noqa: F401 - where callers find them
 
 
 class CheckpointError(RuntimeError):
@@ -117,16 +118,6 @@ def split_runner(runner: RunnerState) -> tuple[PolicyParams, RunnerState, dict[s
     rest = _keys_to_data(runner.replace(params=None, obs_stats=None, features=None))
     features = {name: _keys_to_data(state) for name, state in runner.features.items()}
     return policy, rest, features
-
-
-MEMBER_FILE = "member.json"  # marks a member extracted by jaxrl.commands.extract: policies only
-
-
-def extracted_from(run_dir: str | Path) -> dict[str, Any] | None:
-    """The ``member.json`` of a run written by :mod:`jaxrl.commands.extract`, or None for any
-    other."""
-    path = Path(run_dir) / MEMBER_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
 
 
 class Checkpointer:

@@ -33,15 +33,12 @@ from tqdm import tqdm
 
 from jaxrl.config import Config, ConfigError, load_config, save_config
 from jaxrl.config.loader import (
-    RESUMABLE_KEYS,
     config_history,
-    load_resume_config,
-    parse_overrides,
     resume_changes,
 )
 from jaxrl.core.hyper import Members
 from jaxrl.core.types import RunnerState
-from jaxrl.run.checkpoint import Checkpointer, extracted_from
+from jaxrl.run.checkpoint import Checkpointer
 from jaxrl.run.distributed import is_main_process, sync
 from jaxrl.run.errors import RunDirError, TrainingError
 from jaxrl.run.logger import (
@@ -52,6 +49,7 @@ from jaxrl.run.logger import (
     wandb_available,
     wandb_teardown,
 )
+from jaxrl.run.run_dir import check_resumable
 from jaxrl.run.signals import Signals, TrainingInterrupted, in_worker
 from jaxrl.run.step_source import Advance, StepSource
 from jaxrl.run.summary import done_line, nan_mean, progress_bar
@@ -327,36 +325,6 @@ def _resume_config(wanted: Config | None, run_dir: Path) -> tuple[Config, list[s
     if wanted is None:
         return saved, []
     return wanted, resume_changes(saved, wanted)
-
-
-def check_resumable(run_dir: Path) -> None:
-    """Refuse in one line a ``--resume DIR`` that is no run (missing, no config, extracted).
-
-    Raises:
-      RunDirError: no such directory, or not a run directory.
-      ConfigError: a member extracted from a population run (policies only).
-    """
-    if not run_dir.is_dir():
-        raise RunDirError(f"cannot resume {run_dir}: no such directory")
-    if not (run_dir / "config.yaml").is_file():
-        raise RunDirError(f"cannot resume {run_dir}: it has no config.yaml (not a run directory)")
-    member = extracted_from(run_dir)
-    if member is not None:
-        raise ConfigError(
-            f"cannot resume {run_dir}: it is member {member['member']} extracted from "
-            f"{member['source']} (policies only); resume that run instead"
-        )
-
-
-def resume_config(run_dir: Path, overrides: list[str]) -> Config | None:
-    """The config ``--resume DIR [overrides]`` trains with (None: the saved one, as it is).
-
-    An override of a key that cannot change on resume is refused first, whatever ``run_dir``.
-    """
-    if any(key not in RESUMABLE_KEYS for key, _ in parse_overrides(overrides)):
-        load_resume_config(run_dir, overrides)  # raises the loader's one line for the key
-    check_resumable(run_dir)
-    return load_resume_config(run_dir, overrides) if overrides else None
 
 
 def _record_resume(config: Config, run_dir: Path, changes: list[str], update: int) -> None:
