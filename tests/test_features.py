@@ -130,6 +130,15 @@ class Rounds(PopulationFeature):
         return (MetricSpec("rounds/count", "last"),)
 
 
+READS = ("steps", "not_configured")  # the learner feature's build-time reads
+BUILT_READS: dict = {}  # what its build was handed
+
+
+def _counter(reads: dict) -> Counter:
+    BUILT_READS.update(reads)
+    return Counter()
+
+
 def _steps_layout(config, num_envs):
     del config, num_envs
     return LayoutNeeds(per_env_params=True)
@@ -138,7 +147,7 @@ def _steps_layout(config, num_envs):
 NEW = (  # one line each
     Registration(build=lambda context: Steps(), layout=_steps_layout),
     Registration(build=lambda context: Reader()),
-    Registration(build=lambda setup: Counter(), kind="learner"),
+    Registration(build=lambda setup, reads: _counter(reads), kind="learner", reads=READS),
     Registration(build=lambda setup, tags: Rounds(), kind="population"),
 )
 
@@ -162,6 +171,9 @@ def test_registered_features_are_built_with_their_layout_needs(trained):
     assert [f.name for f in setup.learner_features] == ["counter"]
     assert [f.name for f in setup.population_features] == ["rounds"]
     assert setup.layout.per_env_params  # Steps asked for it
+    # The learner feature's build was handed the built feature it declares (and no other),
+    # by the assembler: a declared feature that is not configured is absent.
+    assert list(BUILT_READS) == ["steps"] and BUILT_READS["steps"] is setup.features[0]
 
 
 def test_reads_and_writes_are_wired_as_declared(trained):
@@ -179,6 +191,10 @@ def test_two_features_filling_the_opponent_groups_are_refused():
     assert merge_needs([one, LayoutNeeds(per_env_params=True)]) == LayoutNeeds(True, one.opponents)
     with pytest.raises(ValueError, match="two features fill the opponent groups"):
         merge_needs([one, one])
+    lanes = LayoutNeeds(per_env_params=True, measured_envs=(4, 2))
+    assert merge_needs([one, lanes]).measured_envs == (4, 2)
+    with pytest.raises(ValueError, match="two features add measuring groups"):
+        merge_needs([lanes, lanes])
 
 
 def test_the_step_calls_both_and_reduces_what_they_declare(trained):

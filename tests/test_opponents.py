@@ -33,7 +33,7 @@ NAMES = ("win", "draw", "loss")
 def _layout(latest=1, rule=1, lanes=2, lane_envs=3, pool_size=3, eval_envs=1, size=2) -> Layout:
     return Layout(
         num_envs=latest + rule + lanes * lane_envs,
-        eval_lane_envs=(eval_envs,) if eval_envs else (),
+        measured_envs=(eval_envs,) if eval_envs else (),
         num_agents=2 * size,
         two_team=True,
         team_size=size,

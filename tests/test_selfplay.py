@@ -169,7 +169,7 @@ def test_league_rating_holds_at_2048_envs():
     # is 1950 (the 1v1 tournament figure), and 768 pool matches (mostly draws).
     layout = Layout(
         num_envs=2048,
-        eval_lane_envs=(),
+        measured_envs=(),
         num_agents=6,
         two_team=True,
         team_size=3,

@@ -1,7 +1,8 @@
 """The static layout of the env batch: which envs train, who drives the other team.
 
 The trainer steps ``total_envs`` envs in one vmapped call. The first ``num_envs`` are the
-training envs; the evaluation lanes follow (they act with the learner but never train it).
+training envs; a feature's measuring groups follow (they act with the learner but never train
+it: the evaluation lanes).
 In a two-team env (``num_teams == 2``) the learner drives one team of every env and an
 opponent drives the other. A feature may cut the training envs into static
 :class:`OpponentGroups` whose opponents are networks (the league does: current policy,
@@ -70,7 +71,9 @@ class Layout:
     """Static sizes of the env batch (see the module docstring)."""
 
     num_envs: int  # training envs
-    eval_lane_envs: tuple[int, ...]  # envs of each evaluation lane, after the training envs
+    # envs of each measuring group after the training envs: they act with the learner and never
+    # train it (a feature's: the evaluation lanes)
+    measured_envs: tuple[int, ...]
     num_agents: int  # agent slots per env reported by the env (both teams for two-team envs)
     two_team: bool  # the env has two teams; the learner drives one of them
     team_size: int  # slots per team (two-team envs), else num_agents
@@ -85,14 +88,14 @@ class Layout:
         return self.team_size if self.two_team else self.num_agents
 
     @property
-    def num_eval_envs(self) -> int:
-        """Envs in all evaluation lanes."""
-        return sum(self.eval_lane_envs)
+    def num_measured_envs(self) -> int:
+        """Envs in all measuring groups."""
+        return sum(self.measured_envs)
 
     @property
     def total_envs(self) -> int:
-        """Envs stepped per step: training envs then evaluation lanes."""
-        return self.num_envs + self.num_eval_envs
+        """Envs stepped per step: training envs then measuring groups."""
+        return self.num_envs + self.num_measured_envs
 
     @property
     def grouped(self) -> bool:
@@ -100,9 +103,9 @@ class Layout:
         or per-env params (another device count would put saved env states in other groups)."""
         return self.opponents.envs > 0 or self.per_env_params
 
-    def eval_lane_of_env(self) -> np.ndarray:
-        """int32 [num_eval_envs]: the evaluation lane of each evaluation env."""
-        return np.repeat(np.arange(len(self.eval_lane_envs)), self.eval_lane_envs).astype(np.int32)
+    def measured_group_of_env(self) -> np.ndarray:
+        """int32 [num_measured_envs]: the measuring group of each measured env."""
+        return np.repeat(np.arange(len(self.measured_envs)), self.measured_envs).astype(np.int32)
 
 
 def make_layout(
@@ -111,21 +114,22 @@ def make_layout(
     devices: int = 1,
     opponents: OpponentGroups = OpponentGroups(),
     per_env_params: bool = False,
+    measured_envs: tuple[int, ...] = (),
 ) -> Layout:
     """The per-device layout of ``config`` for the (wrapped) ``env`` on ``devices`` devices.
 
     ``opponents``: the opponent groups of one device's training envs, and
-    ``per_env_params``: whether env params differ per env, both as the run's features
+    ``per_env_params``: whether env params differ per env, and ``measured_envs``: the
+    measuring groups after the training envs (one device's), all as the run's features
     declare them (:class:`jaxrl.features.LayoutNeeds`). Sizes are checked by the config
     (they divide over the devices).
     """
     num_agents = protocols.num_agents(env)
     teams = protocols.two_team(env)
     team_size = int(teams.team_size) if teams is not None else num_agents
-    eval_lanes = tuple(lane.envs // devices for lane in config.evaluation.lanes)
     return Layout(
         num_envs=config.env.num_envs // devices,
-        eval_lane_envs=eval_lanes,
+        measured_envs=tuple(measured_envs),
         num_agents=num_agents,
         two_team=teams is not None,
         team_size=team_size,

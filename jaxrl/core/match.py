@@ -329,7 +329,7 @@ def _learner_deterministic(spec: MatchSpec, extra_rows: int) -> bool | np.ndarra
     flags = np.concatenate(
         [
             np.full(layout.num_envs * rows, spec.deterministic),
-            np.full(layout.num_eval_envs * rows, spec.eval_deterministic),
+            np.full(layout.num_measured_envs * rows, spec.eval_deterministic),
             np.zeros(extra_rows, bool),  # current-policy opponents sample
         ]
     )

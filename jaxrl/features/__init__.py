@@ -77,6 +77,7 @@ class LayoutNeeds:
 
     per_env_params: bool = False  # env params differ per env (evaluation lanes, replay)
     opponents: OpponentGroups | None = None  # the training envs' network-opponent groups
+    measured_envs: tuple[int, ...] = ()  # envs per measuring group after the training envs
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -86,14 +87,18 @@ class Registration:
     ``build`` returns the feature or None (not configured); what it is given depends on
     ``kind``: ``"member"`` (:class:`Feature`) a :class:`BuildContext`; ``"learner"``
     (:class:`LearnerFeature`) the built run; ``"population"`` (:class:`PopulationFeature`)
-    the built run and every metric tag one member's update packs. ``layout(config,
-    num_envs)`` (optional) says what the feature needs of one device's ``num_envs`` training
-    envs' layout, before any feature is built.
+    the built run and every metric tag one member's update packs. A learner feature's
+    ``build`` is also handed the built member features it declares in ``reads`` (``{name:
+    feature}``, a name absent when that feature is not configured): the assembler wires them,
+    the feature never looks another up by name. ``layout(config, num_envs)`` (optional) says
+    what the feature needs of one device's ``num_envs`` training envs' layout, before any
+    feature is built.
     """
 
     build: Callable[..., Any]
     kind: Literal["member", "learner", "population"] = "member"
     layout: Callable[[Any, int], LayoutNeeds] | None = None
+    reads: tuple[str, ...] = ()  # member features a learner feature's build is handed
 
     def __post_init__(self):
         """Refuse a kind the registry does not build."""
@@ -106,13 +111,18 @@ KINDS = ("member", "learner", "population")  # what a Registration's ``kind`` ma
 
 def merge_needs(needs: Sequence[LayoutNeeds]) -> LayoutNeeds:
     """One layout's needs from every feature's: per-env params if any asks, the one
-    feature's opponent groups (two features filling groups is a ValueError)."""
+    feature's opponent groups and the one feature's measuring groups (two features filling
+    either is a ValueError)."""
     groups = [need.opponents for need in needs if need.opponents is not None]
     if len(groups) > 1:
         raise ValueError(f"two features fill the opponent groups: {groups}")
+    measured = [need.measured_envs for need in needs if need.measured_envs]
+    if len(measured) > 1:
+        raise ValueError(f"two features add measuring groups: {measured}")
     return LayoutNeeds(
         per_env_params=any(need.per_env_params for need in needs),
         opponents=groups[0] if groups else None,
+        measured_envs=measured[0] if measured else (),
     )
 
 

@@ -64,7 +64,7 @@ class EvalLanes(Feature):
     name = "evaluation"
     config: EvaluationConfig
     layout: Layout
-    lane_params: Any  # EnvParams with leaves [num_eval_envs]: each eval env's params
+    lane_params: Any  # EnvParams with leaves [num_measured_envs]: each eval env's params
     outcomes: bool  # the env reports win/draw/loss
 
     @property
@@ -97,7 +97,7 @@ class EvalLanes(Feature):
     ) -> tuple[EvalLanesState, FeatureOutput]:
         """Count the lanes' finished matches; report every ``every_updates`` updates."""
         del reads
-        lanes = jnp.asarray(self.layout.eval_lane_of_env())
+        lanes = jnp.asarray(self.layout.measured_group_of_env())
         count = len(self.names)
 
         def per_lane(x):  # [N] -> [Ln] over the evaluation envs of every device
@@ -163,9 +163,11 @@ class EvalLanes(Feature):
 
 
 def eval_lanes_layout(config: Any, num_envs: int) -> LayoutNeeds:
-    """Each lane has env params of its own, so env params differ per env."""
-    del num_envs
-    return LayoutNeeds(per_env_params=bool(config.evaluation.lanes))
+    """The lanes are measuring groups after one device's ``num_envs`` training envs, each with
+    env params of its own (so env params differ per env)."""
+    devices = config.env.num_envs // num_envs
+    lanes = tuple(lane.envs // devices for lane in config.evaluation.lanes)
+    return LayoutNeeds(per_env_params=bool(lanes), measured_envs=lanes)
 
 
 def make_eval_lanes(context: BuildContext) -> EvalLanes | None:
@@ -175,7 +177,7 @@ def make_eval_lanes(context: BuildContext) -> EvalLanes | None:
     if not config.evaluation.lanes:
         return None
     per_env = []
-    for lane, count in zip(config.evaluation.lanes, layout.eval_lane_envs, strict=True):
+    for lane, count in zip(config.evaluation.lanes, layout.measured_envs, strict=True):
         params = envs.override_params(base_params, lane.env)
         per_env += [params] * count  # this device's envs of the lane
     stacked = jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *per_env)

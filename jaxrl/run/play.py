@@ -245,7 +245,7 @@ def eval_layout(setup: Setup, num_envs: int) -> Layout:
     return dataclasses.replace(
         setup.layout,
         num_envs=num_envs,
-        eval_lane_envs=(),
+        measured_envs=(),
         opponents=OpponentGroups(),
         per_env_params=False,
     )

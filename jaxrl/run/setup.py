@@ -256,7 +256,12 @@ def make_setup(config: Config) -> Setup:
     devices = mesh_devices(config)
     needs = layout_needs(config, config.env.num_envs // len(devices))
     layout = make_layout(
-        config, env, len(devices), needs.opponents or OpponentGroups(), needs.per_env_params
+        config,
+        env,
+        len(devices),
+        needs.opponents or OpponentGroups(),
+        needs.per_env_params,
+        needs.measured_envs,
     )
     obs_shape, action_shape, action_dim = spaces(env, env_params, layout, discrete)
     dtype = compute_dtype(config.precision)
@@ -308,6 +313,11 @@ def make_setup(config: Config) -> Setup:
     return with_outer_features(setup)
 
 
+def declared(setup: Setup, names: tuple[str, ...]) -> dict[str, Any]:
+    """The built member features among ``names`` (a registration's ``reads``), by name."""
+    return {feature.name: feature for feature in setup.features if feature.name in names}
+
+
 def registered(kind: str) -> tuple[Registration, ...]:
     """The registry's features of ``kind`` (member, learner, population), in its order."""
     return tuple(entry for entry in FEATURES if entry.kind == kind)
@@ -322,7 +332,7 @@ def layout_needs(config: Config, num_envs: int) -> LayoutNeeds:
 def with_outer_features(setup: Setup) -> Setup:
     """``setup`` with its learner features, then its population features (which read what
     the members' update packs, learner features included)."""
-    learner = (entry.build(setup) for entry in registered("learner"))
+    learner = (entry.build(setup, declared(setup, entry.reads)) for entry in registered("learner"))
     setup = dataclasses.replace(setup, learner_features=tuple(f for f in learner if f))
     tags = [spec.tag for spec in metric_specs(setup)]
     population = (entry.build(setup, tags) for entry in registered("population"))
