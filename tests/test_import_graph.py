@@ -143,7 +143,8 @@ LAYERS = (
         "envs",
         "envs",
         "environments (gymnax 1.0): the registry, protocols, checker, our envs, "
-        "suite adapters, host envs (gymnasium, EnvPool); never imports `jaxrl`",
+        "suite adapters, host envs (gymnasium, EnvPool); installed as `jaxrl.envs`, imports "
+        "nothing else of `jaxrl`",
     ),
     Layer(
         "config",
