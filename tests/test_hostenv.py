@@ -25,6 +25,7 @@ from jaxrl.config import (  # noqa: E402
     EnvConfig,
     EvalLaneConfig,
     EvaluationConfig,
+    MeshConfig,
     PBTConfig,
     SelfPlayConfig,
     StageConfig,
@@ -224,6 +225,7 @@ def test_each_refused_key_is_off_by_default_and_refused_when_used(key):
         "env.normalize_obs": {"env": EnvConfig(backend="gymnasium", normalize_obs=True)},
         "env.action_repeat": {"env": EnvConfig(backend="gymnasium", action_repeat=2)},
         "env.make_kwargs": {"env": EnvConfig(backend="gymnasium", make_kwargs={"a": 1})},
+        "mesh.devices": {"mesh": MeshConfig(devices=2)},
     }[key]
     with pytest.raises(ConfigError, match=re.escape(f"{key}: not supported with env.backend")):
         host.validate_host(dataclasses.replace(config, **on))

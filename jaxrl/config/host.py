@@ -39,7 +39,6 @@ HOST_SUPPORTED = (
     "train.progress_bar",
     "checkpoint",
     "logger",
-    "mesh",
 )
 
 # The JAX-only features and settings: key -> whether the config uses it (refused, one line).
@@ -54,6 +53,8 @@ HOST_UNSUPPORTED: dict[str, Callable[[Config], bool]] = {
     "env.normalize_obs": lambda c: c.env.normalize_obs,
     "env.action_repeat": lambda c: c.env.action_repeat > 1,
     "env.make_kwargs": lambda c: bool(c.env.make_kwargs),  # a host env's arguments: env.kwargs
+    # the host learner runs on one device ("all", the default, is read as that one)
+    "mesh.devices": lambda c: c.mesh.devices not in ("all", 1),
 }
 
 # Sections whose other keys act only while one of their refused keys switches them on
