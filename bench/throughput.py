@@ -70,6 +70,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxrl import envs
+from jaxrl.commands.cli import prog
 from jaxrl.config import Config, ConfigError, load_config, parse_overrides
 from jaxrl.run.setup import make_setup
 
@@ -461,7 +462,7 @@ def _positive_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(
-        prog="python -m bench.throughput",
+        prog=prog("bench.throughput"),
         description="jaxrl throughput, latency and memory benchmarks (figures: median over "
         "repeats with min-max spread; compile time reported separately).",
     )

@@ -75,7 +75,10 @@ def prog(module: str) -> str:
     """The name a command's usage line shows: what :func:`run_command` was started as (``jaxrl
     evaluate`` or ``python -m jaxrl.evaluate``), else ``python -m jaxrl.<command>`` (e.g.
     ``prog("jaxrl.commands.evaluate")``)."""
-    return _prog_name or f"python -m jaxrl.{module.rsplit('.', 1)[-1]}"
+    if _prog_name:
+        return _prog_name
+    package, _, name = module.rpartition(".")
+    return f"python -m jaxrl.{name}" if package == "jaxrl.commands" else f"python -m {module}"
 
 
 class HelpFormatter(argparse.HelpFormatter):
