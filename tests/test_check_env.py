@@ -19,7 +19,7 @@ from jaxrl.commands import check_env
 from jaxrl.commands import train as train_module
 from jaxrl.commands.cli import main as cli_main
 from jaxrl.envs import check
-from jaxrl.hostenv.vecenv import missing_module
+from jaxrl.envs.host import missing_module
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent

@@ -101,7 +101,7 @@ def test_sweep_and_pbt_bounds_out_of_range():
         "hyperparameters": {"env.kwargs.red_bline_prob": {"min": 0.1, "max": 1.5}},
     }
     with pytest.raises(ConfigError, match=r"red_bline_prob=1\.5 is out of range: allowed \[0, 1\]"):
-        config_from_dict({"env": {"name": "CAGE2"}, "pbt": pbt, "train": {"num_seeds": 2}})
+        config_from_dict({"env": {"name": "CAGE2"}, "pbt": pbt, "train": {"num_seeds": 4}})
 
 
 @pytest.mark.parametrize(

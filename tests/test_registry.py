@@ -41,7 +41,8 @@ def _clean_registry():
 def test_register_same_factory_twice_is_a_no_op_another_needs_overwrite():
     envs.register("Probe-x", MemoryProbe)
     envs.register("Probe-x", MemoryProbe)  # a re-run notebook cell
-    with pytest.raises(ValueError, match=r"already registered to envs\.probes:MemoryProbe; pass "):
+    taken = r"already registered to jaxrl\.envs\.probes:MemoryProbe; pass "
+    with pytest.raises(ValueError, match=taken):
         envs.register("Probe-x", envs.Soccer)
     envs.register("Probe-x", envs.Soccer, overwrite=True)
     assert type(envs.make("Probe-x")[0]).__name__ == "Soccer"

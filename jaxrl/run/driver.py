@@ -127,6 +127,7 @@ def train(
     overwrite: bool = False,
     config_path: str | None = None,
     quiet: bool = False,
+    silent: bool = False,
 ) -> TrainResult:
     """Train (or resume) a run; the Python API behind ``python -m jaxrl.train``.
 
@@ -146,6 +147,8 @@ def train(
       overwrite: replace an existing run in ``run_dir``.
       config_path: only used to name a default run directory.
       quiet: no summary, no progress bar (the last line, ``done:`` or "complete", is printed).
+      silent: print nothing at all, not even the last line (for a caller that prints its own
+        output, e.g. ``jaxrl exploit --json``); implies ``quiet``.
 
     Raises:
       ConfigError, CheckpointError, TrainingError: with a one-line message (RunDirError: a
@@ -156,7 +159,7 @@ def train(
     made = _Made(run_dir)
     with Signals() as signals:
         try:
-            return _train(config, made, resume, overwrite, quiet, signals)
+            return _train(config, made, resume, overwrite, (quiet or silent, silent), signals)
         except TrainingInterrupted:
             raise
         except KeyboardInterrupt:
@@ -230,7 +233,9 @@ def train_in_memory(config: Config, quiet: bool = False) -> TrainResult:
     try:
         with Signals() as signals:
             source, runner = in_worker(build_source, config)
-            run = _Run(config, source, _NoCheckpoints(), None, quiet, True, signals, _Made(None))
+            run = _Run(
+                config, source, _NoCheckpoints(), None, quiet, True, False, signals, _Made(None)
+            )
             try:
                 if not quiet:  # the summary less its checkpoint line: nothing is saved
                     lines = source.summary(Path("none: in memory"), 0, runner).splitlines()
@@ -256,15 +261,18 @@ class _Run:
     run_dir: Path | None  # None: in memory
     quiet: bool  # no summary, no progress bar
     main: bool  # this process prints the last line and writes logs
+    silent: bool  # not even the last line
     signals: Signals
     made: _Made
     loggers: list = dataclasses.field(default_factory=list)
 
 
 def _train(
-    config: Config | None, made: _Made, resume: bool, overwrite: bool, quiet: bool,
-    signals: Signals,
+    config: Config | None, made: _Made, resume: bool, overwrite: bool,
+    output: tuple[bool, bool], signals: Signals,
 ) -> TrainResult:  # fmt: skip
+    """``output``: (quiet, silent), as :func:`train` takes them."""
+    quiet, silent = output
     run_dir = made.path
     saved, changes = None, []
     if resume:
@@ -279,7 +287,9 @@ def _train(
     main = is_main_process()
     # A run interrupted before its first checkpoint resumes from update 0 (nothing to restore).
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=saved is None)
-    run = _Run(config, source, checkpointer, run_dir, quiet or not main, main, signals, made)
+    run = _Run(
+        config, source, checkpointer, run_dir, quiet or not main, main, silent, signals, made
+    )
     try:
         if saved is not None:
             runner = _restore_intact(checkpointer, source, runner)
@@ -287,7 +297,7 @@ def _train(
         if resume and main:
             _record_resume(config, run_dir, changes, start)
         if saved is not None and start >= config.num_updates:
-            if main:
+            if main and not silent:
                 print(complete_message(run_dir, start, config), flush=True)
             return TrainResult(runner=runner, history=[], compile_s=0.0, sps=0.0, run_dir=run_dir)
         if not run.quiet:
@@ -573,7 +583,7 @@ def _finish(run: _Run, runner: RunnerState, tally: _Tally) -> TrainResult:
     config = run.config
     jax.block_until_ready(runner)
     sps = tally.trained_steps / tally.train_s if tally.train_s > 0 else 0.0
-    if run.main:
+    if run.main and not run.silent:
         final = nan_mean(tally.history[-1]["rollout/episode_return"]) if tally.history else math.nan
         steps, members = tally.update * config.batch_size, run.source.members.count
         line = done_line(steps, members, sps, tally.compile_s, final, tally.status, run.run_dir)

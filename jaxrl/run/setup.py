@@ -254,15 +254,7 @@ def make_setup(config: Config) -> Setup:
     prng.install()
     env, env_params, discrete = make_env(config)
     devices = mesh_devices(config)
-    needs = layout_needs(config, config.env.num_envs // len(devices))
-    layout = make_layout(
-        config,
-        env,
-        len(devices),
-        needs.opponents or OpponentGroups(),
-        needs.per_env_params,
-        needs.measured_envs,
-    )
+    layout = features_layout(config, env, len(devices))
     obs_shape, action_shape, action_dim = spaces(env, env_params, layout, discrete)
     dtype = compute_dtype(config.precision)
     network = make_network(config, env, obs_shape, action_dim, discrete, dtype)
@@ -321,6 +313,13 @@ def declared(setup: Setup, names: tuple[str, ...]) -> dict[str, Any]:
 def registered(kind: str) -> tuple[Registration, ...]:
     """The registry's features of ``kind`` (member, learner, population), in its order."""
     return tuple(entry for entry in FEATURES if entry.kind == kind)
+
+
+def features_layout(config: Config, env: Any, devices: int) -> Layout:
+    """One device's layout of the env batch, with what the registered features need of it."""
+    needs = layout_needs(config, config.env.num_envs // devices)
+    groups = needs.opponents or OpponentGroups()
+    return make_layout(config, env, devices, groups, needs.per_env_params, needs.measured_envs)
 
 
 def layout_needs(config: Config, num_envs: int) -> LayoutNeeds:
