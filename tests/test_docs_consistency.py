@@ -41,7 +41,7 @@ def test_the_pattern_catches_what_it_should():
 
 def test_every_env_protocol_is_on_the_api_page():
     page = (ROOT / "docs" / "reference" / "api.md").read_text()
-    block = page[page.index("::: jaxrl.envs.protocols") :]
+    block = page[page.index("::: envs.protocols") :]
     listed = set(re.findall(r"^\s+- (\w+)$", block, re.MULTILINE))
     defined = {
         name
