@@ -26,18 +26,9 @@ from jaxrl.run.checkpoint import Checkpointer, CheckpointError, error_line  # no
 from jaxrl.run.setup import make_setup  # noqa: E402
 from jaxrl.run.train_step import init_run  # noqa: E402
 from tests.conftest import make_tiny_config  # noqa: E402
+from tests.test_hostenv import TINY  # noqa: E402 - the same tiny host run
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = [
-    "env.num_envs=2",
-    "ppo.num_steps=16",
-    "ppo.num_minibatches=2",
-    "ppo.update_epochs=2",
-    "network.hidden_sizes=[8]",
-    "train.total_steps=128",
-    "train.progress_bar=false",
-    "checkpoint.every_updates=2",
-]
 COMMANDS = ("evaluate", "render", "tournament", "exploit", "extract", "export")
 
 
