@@ -117,21 +117,23 @@ def _run(args: list[str], pythonpath: list[Path], cwd: Path) -> subprocess.Compl
 def test_train_and_evaluate_find_the_env_in_fresh_processes(tmp_path, name, where):
     """``jaxrl train``, then ``python -m jaxrl.evaluate --run-dir`` and ``jaxrl render`` (each
     a fresh process) find the env by entry point or import path; the saved config records
-    where it came from. The commands of docs/guide/own-env.md, with tiny step counts."""
+    where it came from. The commands of docs/guide/own-env.md, with tiny step counts. The
+    import-path case runs ``python -m jaxrl.train`` from a folder holding packages of its own
+    named ``envs`` and ``bench`` (which raise when imported): jaxrl's install as
+    ``jaxrl.envs`` and ``jaxrl.bench`` (pyproject.toml), so every command works there."""
     if where == "plugin":
         path = [_plugin_dir(tmp_path)]
-    else:
+        train = ["-m", "jaxrl", "train"]
+    else:  # from a project folder with packages of its own named envs and bench
         path = [EXAMPLE]
+        train = ["-m", "jaxrl.train"]
+        for package in ("envs", "bench"):
+            (tmp_path / package).mkdir()
+            (tmp_path / package / "__init__.py").write_text(
+                f"raise ImportError('jaxrl imported the project\\'s own {package} package')\n"
+            )
     run_dir = tmp_path / "run"
-    train = [
-        "-m",
-        "jaxrl",
-        "train",
-        f"env.name={name}",
-        *TINY,
-        "--run-dir",
-        str(run_dir),
-    ]
+    train = [*train, f"env.name={name}", *TINY, "--run-dir", str(run_dir)]
     done = _run(train, path, tmp_path)
     assert done.returncode == 0, done.stderr
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())["env"]

@@ -299,10 +299,10 @@ def test_the_craftax_class_by_import_path_goes_through_the_legacy_adapter():
 # ----------------------------------------------------------------- end to end
 
 
-def test_train_by_name_then_evaluate_and_render_from_the_run_dir(tmp_path):
+def test_train_by_name_then_evaluate_and_render_from_the_run_dir(tmp_path, capsys):
     """A suite env with constructor arguments (navix.make's max_steps) trains, and a fresh
     process finds it again from the run directory alone: evaluate plays it with the same
-    arguments (episodes end by 20 steps), render says in one line that Navix has no renderer."""
+    arguments (episodes end by 20 steps); render says in one line that Navix has no renderer."""
     pytest.importorskip("navix")
     import jaxrl  # noqa: PLC0415
 
@@ -321,13 +321,11 @@ def test_train_by_name_then_evaluate_and_render_from_the_run_dir(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["episodes"] == 2 and result["mean_length"] <= 20
-    render = subprocess.run(
-        [sys.executable, "-m", "jaxrl.render", "--run-dir", str(run_dir), "--out",
-         str(tmp_path / "navix.gif")],
-        cwd=REPO, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert render.returncode == 2, render.stderr[-2000:]
-    assert len(render.stderr.strip().splitlines()) == 1 and "renderer" in render.stderr
+    from jaxrl.commands.render import main as render  # noqa: PLC0415 - the refusal, in process
+
+    assert render(["--run-dir", str(run_dir), "--out", str(tmp_path / "navix.gif")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "renderer" in err, err
 
 
 def test_craftax_renders_with_its_own_pixel_renderer():
