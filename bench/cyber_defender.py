@@ -577,7 +577,7 @@ def _parser() -> argparse.ArgumentParser:
         description="A trained CAGE2 defender against the CAGE-2 leaderboard.",
     )
     parser.add_argument(
-        "--run-dir", help="a CAGE2 run written by jaxrl.commands.train (DIR,DIR,...: an ensemble)"
+        "--run-dir", help="a CAGE2 run written by jaxrl train (DIR,DIR,...: an ensemble)"
     )
     parser.add_argument(
         "--b-line-run", help="with --meander-run: one defender per Red (DIR,...: an ensemble)"

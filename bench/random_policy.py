@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument(
-        "--run-dir", help="a run directory of jaxrl.commands.train (its env and params)"
+        "--run-dir", help="a run directory of jaxrl train (its env and params)"
     )
     where.add_argument("--env", help="an env name, e.g. jumanji:Snake-v1 (default params)")
     parser.add_argument(

@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
-        "--run-dir", required=True, help="a run directory written by jaxrl.commands.train"
+        "--run-dir", required=True, help="a run directory written by jaxrl train"
     )
     parser.add_argument("--episodes", type=int, default=16, help="episodes to play (vmapped)")
     parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")

@@ -767,7 +767,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     parser.add_argument(
-        "--run-dir", required=True, help="a run directory written by jaxrl.commands.train"
+        "--run-dir", required=True, help="a run directory written by jaxrl train"
     )
     parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
     parser.add_argument("--format", required=True, choices=FORMATS, help="the file's format")
