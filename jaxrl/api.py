@@ -286,7 +286,8 @@ def _evaluate_host(run: TrainOutput, update: int, episodes: int, seed: int, acti
     """:func:`evaluate` of a host run in memory (``options``: stage, opponent, env_params,
     team_size, each refused)."""
     from jaxrl.commands.evaluate import refuse_host_options  # noqa: PLC0415
-    from jaxrl.hostenv.play import evaluate_policy_host, host_spec  # noqa: PLC0415
+    from jaxrl.hostenv.learner import host_spec  # noqa: PLC0415
+    from jaxrl.hostenv.play import evaluate_policy_host  # noqa: PLC0415
     from jaxrl.run.play import greedy  # noqa: PLC0415
 
     deterministic = greedy(actions)

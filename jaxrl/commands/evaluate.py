@@ -227,9 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Evaluate a checkpointed policy.",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument(
-        "--run-dir", required=True, help="a run directory written by jaxrl train"
-    )
+    parser.add_argument("--run-dir", required=True, help="a run directory written by jaxrl train")
     parser.add_argument("--episodes", type=int, default=16, help="episodes to play (vmapped)")
     parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
     parser.add_argument("--seed", type=int, default=0, help="evaluation seed")

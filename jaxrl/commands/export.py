@@ -766,9 +766,7 @@ def build_parser() -> argparse.ArgumentParser:
         "without jaxrl, after checking it against jaxrl on observations from the run's env.",
         formatter_class=HelpFormatter,
     )
-    parser.add_argument(
-        "--run-dir", required=True, help="a run directory written by jaxrl train"
-    )
+    parser.add_argument("--run-dir", required=True, help="a run directory written by jaxrl train")
     parser.add_argument("--step", type=int, help="checkpoint update step (default: latest)")
     parser.add_argument("--format", required=True, choices=FORMATS, help="the file's format")
     parser.add_argument("--out", required=True, help="the file to write")

@@ -10,7 +10,8 @@ says here what the host path does with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from jaxrl.config.errors import ConfigError, require
@@ -77,6 +78,18 @@ def validate_host(config: Config) -> None:
             )
 
 
+@contextlib.contextmanager
+def host_errors() -> Iterator[None]:
+    """A host env's errors (:class:`jaxrl.envs.host.HostEnvError`, from ``envs/``, which imports
+    no jaxrl) as the trainer's :class:`ConfigError`: the same one line, exit 2."""
+    from jaxrl.envs.host import HostEnvError  # noqa: PLC0415 - gymnasium/envpool, optional
+
+    try:
+        yield
+    except HostEnvError as err:
+        raise ConfigError(str(err)) from None
+
+
 def host_spaces(config: Config) -> Any:
     """Build one instance of the host env for the config checks and read its spaces
     (:class:`jaxrl.envs.host.HostSpaces`).
@@ -85,12 +98,10 @@ def host_spaces(config: Config) -> Any:
       ConfigError: the backend is not installed, the task id is unknown, or a space is not
         supported.
     """
-    from jaxrl.envs.host import HostEnvError, make_vec  # noqa: PLC0415 - gymnasium/envpool, optional
+    from jaxrl.envs.host import make_vec  # noqa: PLC0415 - gymnasium/envpool, optional
 
-    try:
+    with host_errors():
         vec = make_vec(config.env.backend, config.env.name, 1, seed=0, kwargs=config.env.kwargs)
-    except HostEnvError as err:
-        raise ConfigError(str(err)) from None
     try:
         return vec.spaces
     finally:

@@ -276,6 +276,17 @@ def _refuse_on_resume(key: str) -> ConfigError:
     )
 
 
+def check_resume_overrides(overrides: list[str]) -> None:
+    """Refuse an override of a key resuming may not change (one line naming those it may).
+
+    Raises:
+      ConfigError: an override of a key outside :data:`RESUMABLE_KEYS`.
+    """
+    for key, _ in parse_overrides(overrides):
+        if key not in RESUMABLE_KEYS:
+            raise _refuse_on_resume(key)
+
+
 def load_resume_config(run_dir: str | Path, overrides: list[str]) -> Config:
     """A run's saved config with the overrides resuming allows (:data:`RESUMABLE_KEYS`).
 
@@ -283,9 +294,7 @@ def load_resume_config(run_dir: str | Path, overrides: list[str]) -> Config:
       ConfigError: an override of another key (one line naming the allowed keys), or a
         missing ``config.yaml``.
     """
-    for key, _ in parse_overrides(overrides):
-        if key not in RESUMABLE_KEYS:
-            raise _refuse_on_resume(key)
+    check_resume_overrides(overrides)
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise ConfigError(f"cannot resume {run_dir}: it has no config.yaml")

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxrl.config import build_env
 from jaxrl.config.root import Config
 from jaxrl.core.acting import PolicyParams, PolicySpec, value_of
 from jaxrl.core.hyper import base_hyper
@@ -64,6 +65,16 @@ class Trajectory(struct.PyTreeNode):
     last_obs: jax.Array  # [B, *obs_shape] the observation after the rollout
     last_is_first: jax.Array  # [B] bool
     last_hidden: Any  # [B, ...] carry after the rollout (() without a core)
+
+
+def host_spec(config: Config) -> HostSpec:
+    """The spec of ``config``'s host run, its spaces read from one env of its backend
+    (:func:`jaxrl.config.build_env`, as the config's checks read them).
+
+    Raises:
+      jaxrl.config.ConfigError: the backend is not installed or cannot make the env.
+    """
+    return make_host_spec(config, build_env(config).env)
 
 
 def make_host_spec(config: Config, spaces: HostSpaces) -> HostSpec:

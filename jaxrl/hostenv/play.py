@@ -20,7 +20,7 @@ import numpy as np
 from jaxrl.config import Config
 from jaxrl.config.loader import load_run_config
 from jaxrl.core.acting import PolicyParams, act
-from jaxrl.hostenv.learner import HostSpec, init_runner, make_host_spec, policy_of
+from jaxrl.hostenv.learner import HostSpec, host_spec, init_runner, policy_of
 from jaxrl.hostenv.vecenv import make_vec
 from jaxrl.run.checkpoint import Checkpointer
 from jaxrl.run.eval_result import EvalResult
@@ -30,21 +30,6 @@ DEFAULT_RENDER_FPS = 30  # frames per second of a gymnasium env that names none
 
 class HostRenderError(ValueError):
     """A host run's env cannot draw frames (one line: why, and what to do)."""
-
-
-def host_spec(config: Config) -> HostSpec:
-    """The spec of a host run (spaces read from one env of its backend).
-
-    Raises:
-      jaxrl.config.ConfigError: the backend is not installed or cannot make the env.
-    """
-    env = config.env
-    vec = make_vec(env.backend, env.name, 1, 0, env.kwargs)
-    try:
-        spaces = vec.spaces
-    finally:
-        vec.close()
-    return make_host_spec(config, spaces)
 
 
 def restore_host_policy(
@@ -110,7 +95,7 @@ def play_episodes(
 
 def evaluate_policy_host(
     spec: HostSpec, policy: PolicyParams, step: int, episodes: int, seed: int, deterministic: bool
-) -> Any:
+) -> EvalResult:
     """:func:`evaluate_host` of a policy in hand (e.g. trained in memory)."""
     config = spec.config
     num_envs = min(episodes, config.env.num_envs)
@@ -133,7 +118,7 @@ def evaluate_policy_host(
 
 def evaluate_host(
     run_dir: str | Path, episodes: int, step: int | None, seed: int, deterministic: bool
-) -> Any:
+) -> EvalResult:
     """``episodes`` episodes of a host run's checkpointed policy on fresh host envs.
 
     Returns a :class:`jaxrl.run.eval_result.EvalResult` (the first ``episodes`` episodes to

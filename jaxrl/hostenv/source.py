@@ -27,12 +27,12 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from jaxrl.config import Config, build_env
+from jaxrl.config import Config
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.hyper import Members, make_members
 from jaxrl.core.types import RunnerState
 from jaxrl.hostenv.actor import Actor, Rollout
-from jaxrl.hostenv.learner import HostSpec, init_runner, learn, make_host_spec, policy_of
+from jaxrl.hostenv.learner import HostSpec, host_spec, init_runner, learn, policy_of
 from jaxrl.hostenv.vecenv import HostVecEnv, make_vec
 from jaxrl.run.step_source import Advance
 
@@ -52,8 +52,7 @@ def actor_key(config: Config, update: int) -> jax.Array:
 
 def build(config: Config) -> tuple[HostSpec, RunnerState]:
     """Spec (spaces read from one env) and a fresh runner for ``config``."""
-    spaces = build_env(config).env
-    spec = make_host_spec(config, spaces)
+    spec = host_spec(config)
     key = jax.random.key(config.seed)
     # Committed to the device as the learner's outputs are, so its second call hits the cache.
     return spec, jax.device_put(init_runner(spec, key), jax.devices()[0])

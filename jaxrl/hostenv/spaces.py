@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxrl.config.errors import ConfigError
-from jaxrl.config.host import host_encoder
-from jaxrl.envs.host import HostEnvError, HostSpaces
+from jaxrl.config.host import host_encoder, host_errors
+from jaxrl.envs.host import HostSpaces
 from jaxrl.envs.host import read_spaces as _read_spaces
 
 __all__ = ["HostSpaces", "host_encoder", "read_spaces"]
@@ -23,7 +22,5 @@ def read_spaces(observation_space: Any, action_space: Any, name: str) -> HostSpa
     Raises:
       ConfigError: an unsupported space, in one line naming it.
     """
-    try:
+    with host_errors():
         return _read_spaces(observation_space, action_space, name)
-    except HostEnvError as err:
-        raise ConfigError(str(err)) from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxrl.config.errors import ConfigError
+from jaxrl.config.host import host_errors
 from jaxrl.envs.host import (  # noqa: F401 - the trainer's names for the host env, as before
     EnvPoolVec,
     GymnasiumVec,
@@ -26,7 +26,5 @@ def make_vec(
     Raises:
       ConfigError: the backend's package is not installed, or it cannot make ``name``.
     """
-    try:
+    with host_errors():
         return _make_vec(backend, name, num_envs, seed, kwargs)
-    except HostEnvError as err:
-        raise ConfigError(str(err)) from None

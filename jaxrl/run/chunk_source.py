@@ -71,9 +71,8 @@ def check_resume_devices(setup: Setup, saved: int | None) -> None:
     would land in other groups. Runs with one kind of env resume on any device count, and
     evaluation always works.
     """
-    layout = setup.layout
-    grouped = layout.grouped  # opponent groups, evaluation lanes, curriculum replay
-    if saved is None or saved == layout.devices or not grouped:
+    layout = setup.layout  # grouped: opponent groups, evaluation lanes, curriculum replay
+    if saved is None or saved == layout.devices or not layout.grouped:
         return
     raise TrainingError(
         f"this run was trained on {saved} devices with env groups (self-play, evaluation lanes "

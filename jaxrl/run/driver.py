@@ -159,7 +159,9 @@ def train(
     made = _Made(run_dir)
     with Signals() as signals:
         try:
-            return _train(config, made, resume, overwrite, (quiet or silent, silent), signals)
+            return _train(
+                config, made, resume, overwrite, signals, quiet=quiet or silent, silent=silent
+            )
         except TrainingInterrupted:
             raise
         except KeyboardInterrupt:
@@ -234,8 +236,9 @@ def train_in_memory(config: Config, quiet: bool = False) -> TrainResult:
         with Signals() as signals:
             source, runner = in_worker(build_source, config)
             run = _Run(
-                config, source, _NoCheckpoints(), None, quiet, True, False, signals, _Made(None)
-            )
+                config, source, _NoCheckpoints(), None, signals, _Made(None),
+                quiet=quiet, main=True, silent=False,
+            )  # fmt: skip
             try:
                 if not quiet:  # the summary less its checkpoint line: nothing is saved
                     lines = source.summary(Path("none: in memory"), 0, runner).splitlines()
@@ -259,20 +262,19 @@ class _Run:
     source: StepSource
     checkpointer: Checkpointer | _NoCheckpoints
     run_dir: Path | None  # None: in memory
+    signals: Signals
+    made: _Made
     quiet: bool  # no summary, no progress bar
     main: bool  # this process prints the last line and writes logs
     silent: bool  # not even the last line
-    signals: Signals
-    made: _Made
     loggers: list = dataclasses.field(default_factory=list)
 
 
 def _train(
-    config: Config | None, made: _Made, resume: bool, overwrite: bool,
-    output: tuple[bool, bool], signals: Signals,
+    config: Config | None, made: _Made, resume: bool, overwrite: bool, signals: Signals,
+    *, quiet: bool, silent: bool,
 ) -> TrainResult:  # fmt: skip
-    """``output``: (quiet, silent), as :func:`train` takes them."""
-    quiet, silent = output
+    """:func:`train` in its run directory (``made``), under ``signals``."""
     run_dir = made.path
     saved, changes = None, []
     if resume:
@@ -288,8 +290,9 @@ def _train(
     # A run interrupted before its first checkpoint resumes from update 0 (nothing to restore).
     checkpointer = Checkpointer(run_dir, keep=config.checkpoint.keep, create=saved is None)
     run = _Run(
-        config, source, checkpointer, run_dir, quiet or not main, main, silent, signals, made
-    )
+        config, source, checkpointer, run_dir, signals, made,
+        quiet=quiet or not main, main=main, silent=silent,
+    )  # fmt: skip
     try:
         if saved is not None:
             runner = _restore_intact(checkpointer, source, runner)

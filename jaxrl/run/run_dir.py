@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxrl.config import Config, ConfigError
-from jaxrl.config.loader import RESUMABLE_KEYS, load_resume_config, parse_overrides
+from jaxrl.config.loader import check_resume_overrides, load_resume_config
 from jaxrl.run.errors import RunDirError
 
 MEMBER_FILE = "member.json"  # marks a member extracted by jaxrl.commands.extract: policies only
@@ -45,7 +45,6 @@ def resume_config(run_dir: Path, overrides: list[str]) -> Config | None:
 
     An override of a key that cannot change on resume is refused first, whatever ``run_dir``.
     """
-    if any(key not in RESUMABLE_KEYS for key, _ in parse_overrides(overrides)):
-        load_resume_config(run_dir, overrides)  # raises the loader's one line for the key
+    check_resume_overrides(overrides)
     check_resumable(run_dir)
     return load_resume_config(run_dir, overrides) if overrides else None
