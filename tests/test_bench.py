@@ -145,18 +145,17 @@ def test_bad_input_is_one_line_and_exit_2(args, needle, capsys, monkeypatch):
     assert len(lines) == 1 and needle in lines[0], captured.err
 
 
-def test_reference_runs_in_a_fresh_process_with_and_without_fast_prng():
-    """``--reference`` runs bench.reference_ppo in a child, as shipped and with jaxrl.core.prng."""
+def test_reference_runs_in_a_fresh_process_with_fast_prng():
+    """``--reference`` runs bench.reference_ppo in a child (here with jaxrl.core.prng installed
+    first, which takes every line of the child's path; as shipped it only skips the install)."""
     spec = figures.ConfigSpec("cartpole", str(REPO / "configs" / "cartpole.yaml"), ())
     config = spec.load_as_written(["train.total_steps=1024", "train.updates_per_chunk=2"])
     kwargs = train_bench.reference_kwargs(config)
     assert kwargs is not None and kwargs["total_steps"] == 1024  # 2 updates of 4 x 128
-    for fast_prng in (False, True):
-        out = figures.run_child(
-            "bench.train_bench.reference_child",
-            {"seed": 0, "kwargs": kwargs, "fast_prng": fast_prng},
-        )
-        assert out["sps"] > 0 and out["compile_s"] > 0 and math.isfinite(out["final_return"])
+    out = figures.run_child(
+        "bench.train_bench.reference_child", {"seed": 0, "kwargs": kwargs, "fast_prng": True}
+    )
+    assert out["sps"] > 0 and out["compile_s"] > 0 and math.isfinite(out["final_return"])
     recurrent = figures.ConfigSpec(
         "gru", str(REPO / "configs" / "cartpole.yaml"), ("network.core=gru",)
     ).load_as_written()

@@ -8,7 +8,6 @@ gradient steps; the 1-device run is this test process's own (one CPU device).
 
 from __future__ import annotations
 
-import json
 import shutil
 import socket
 import subprocess
@@ -23,7 +22,7 @@ from jaxrl.commands.evaluate import load_policy
 from jaxrl.config import load_config
 from jaxrl.run.distributed import Cluster, DistributedError, cluster_from_flags, detect
 from jaxrl.run.driver import train
-from tests.conftest import cpu_devices_env, run_on_cpu_devices, tiny_overrides
+from tests.conftest import cpu_devices_env, tiny_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -142,56 +141,6 @@ def test_only_process_zero_writes_logs(runs):
     events = list((root / "two_processes").glob("events.out.tfevents.*"))
     assert len(events) == 1
     assert (root / "two_processes" / "config.yaml").is_file()
-
-
-# The tiny self-play run of conftest.py (curriculum with replay into a league with pool
-# lanes, RulePolicy and current-policy opponents, evaluation lanes, obs normaliser) with 2
-# vmapped seeds on 2 devices, and one exploiter per seed on half the envs. Replicated state
-# is computed on every device (shard_map returns device 0's copy without checking), so the
-# child compares every device's copy; the env states (the learner's and the exploiters')
-# are split over the devices instead.
-_LEAGUE_CHILD = """
-import json, sys
-import jax, numpy as np
-from tests.conftest import tiny_selfplay
-from jaxrl.config import config_from_dict
-from jaxrl.run.driver import train
-config = config_from_dict(tiny_selfplay(
-    train__num_seeds=2, selfplay__exploiters=1, selfplay__exploiter_fraction=0.5))
-runner = train(config, sys.argv[1], quiet=True).runner
-assert jax.device_count() == 2
-state = runner.features["exploiters"]
-split = [runner.match, state.learners.match]
-replicated = runner.replace(match=None, features={
-    **runner.features, "exploiters": state.replace(learners=state.learners.replace(match=None))})
-leaves = jax.tree.leaves(jax.tree.map(
-    lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
-    replicated))
-differ = sum(
-    not all(np.array_equal(np.asarray(s.data), np.asarray(x.addressable_shards[0].data),
-                           equal_nan=True) for s in x.addressable_shards)
-    for x in leaves)
-print(json.dumps({
-    "leaves": len(leaves),
-    "differ": differ,
-    "updates": np.asarray(jax.device_get(runner.update_step)).tolist(),
-    "split": all("data" in x.sharding.spec for x in jax.tree.leaves(split)),
-    "exploiter_updates": np.asarray(jax.device_get(state.learners.update_step)).tolist(),
-}))
-"""
-
-
-def test_league_state_is_identical_on_every_device(tmp_path):
-    """Promotion, pool draws, PFSP counts, Elo, evaluation lanes, the normaliser and the
-    exploiters decide on values reduced over the devices: every device holds the same
-    replicated state, and every env state (the exploiters' too) is split over the devices."""
-    proc = run_on_cpu_devices(["-c", _LEAGUE_CHILD, str(tmp_path / "run")], 2, timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["leaves"] > 50 and out["differ"] == 0
-    assert out["updates"] == [12, 12] and out["split"]
-    # The exploiters trained only in the league stage: the 12 updates less the rule stage's 2.
-    assert out["exploiter_updates"] == [[10], [10]]
 
 
 def test_grouped_run_resumes_only_on_its_device_count(tmp_path):

@@ -33,6 +33,7 @@ from jaxrl.league.rating import RULE_ELO
 from jaxrl.run.setup import make_setup
 from jaxrl.run.train_step import init_run, train_population_chunk
 from tests.arch_reference import config_dict
+from tests.conftest import run_on_cpu_devices
 
 REPO = Path(__file__).resolve().parent.parent
 CHUNKS = 3
@@ -49,8 +50,9 @@ def league_config(devices: int = 1) -> dict:
 
 
 def train_league(devices: int = 1):
-    """``(setup, runners, metrics)``: the runner after each chunk (copies), each chunk's
-    metrics, the chunk compiled once."""
+    """``(setup, runners, metrics, last)``: the runner after each chunk (host copies), each
+    chunk's metrics, the chunk compiled once; ``last`` is the final runner as the step left
+    it (on a mesh, its arrays sharded over the devices)."""
     setup = make_setup(config_from_dict(league_config(devices)))
     runner = init_run(setup)
     chunk = lambda r: train_population_chunk(setup, r)  # noqa: E731
@@ -65,12 +67,12 @@ def train_league(devices: int = 1):
         runner, chunk_metrics = step(runner)
         runners.append(jax.device_get(runner))
         metrics.append(jax.device_get(chunk_metrics))
-    return setup, runners, metrics
+    return setup, runners, metrics, runner
 
 
 @pytest.fixture(scope="module")
 def league_run():
-    return train_league()
+    return train_league()[:3]
 
 
 # ----------------------------------------------------------------------------- by hand
@@ -245,39 +247,80 @@ def test_switch_off_adds_nothing_to_the_state():
     )
 
 
+def _key_data(x):
+    return jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+
+
 def two_device_run() -> None:
-    """Child process: the league run on 2 CPU devices, its table as JSON on stdout."""
-    _, runners, _ = train_league(devices=2)
+    """Child process: the league run on 2 CPU devices; its table, and how its state lies
+    over the devices, as JSON on stdout.
+
+    Replicated state is computed on every device (shard_map returns device 0's copy without
+    checking), so every device's copy is compared; the env states (the learner's and the
+    exploiters') are split over the devices instead."""
+    _, runners, _, last = train_league(devices=2)
+    assert jax.device_count() == 2
     table = runners[-1].features["league"]
+    exploiters = last.features["exploiters"]
+    split = [last.match, exploiters.learners.match]
+    replicated = last.replace(
+        match=None,
+        features={
+            **last.features,
+            "exploiters": exploiters.replace(learners=exploiters.learners.replace(match=None)),
+        },
+    )
+    leaves = jax.tree.leaves(jax.tree.map(_key_data, replicated))
+    differ = sum(
+        not all(
+            np.array_equal(
+                np.asarray(s.data), np.asarray(x.addressable_shards[0].data), equal_nan=True
+            )
+            for s in x.addressable_shards
+        )
+        for x in leaves
+    )
     out = {
         "games": np.asarray(table.games).tolist(),
         "ratings": np.asarray(table.ratings).tolist(),
         "parent": np.asarray(runners[-1].features["pbt"].parent).tolist(),
+        "leaves": len(leaves),
+        "differ": differ,
+        "split": all("data" in x.sharding.spec for x in jax.tree.leaves(split)),
+        "updates": np.asarray(jax.device_get(last.update_step)).tolist(),
+        "exploiter_updates": np.asarray(jax.device_get(exploiters.learners.update_step)).tolist(),
     }
     print(json.dumps(out))
 
 
-def test_two_devices_play_and_rate_the_one_device_games(league_run):
-    """The envs sharded over 2 devices (members whole on each): the same games, ratings
-    and copies as on one."""
-    env = {
-        **os.environ,
-        "JAX_NUM_CPU_DEVICES": "2",
-        "JAX_PLATFORMS": "cpu",
-        "PYTHONPATH": str(REPO),
-    }
+@pytest.fixture(scope="module")
+def two_device_league():
+    """The league run with its envs sharded over 2 CPU devices (members whole on each), in
+    a child process: ``JAX_NUM_CPU_DEVICES`` is read when JAX starts."""
     code = "from tests.test_league_population import two_device_run; two_device_run()"
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_on_cpu_devices(["-c", code], 2, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    two = json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_two_devices_play_and_rate_the_one_device_games(league_run, two_device_league):
+    """The same games, ratings and copies on 2 devices as on one."""
+    two = two_device_league
     one = league_run[1][-1]
     np.testing.assert_array_equal(two["games"], np.asarray(one.features["league"].games))
     np.testing.assert_array_equal(two["parent"], np.asarray(one.features["pbt"].parent))
     np.testing.assert_allclose(two["ratings"], np.asarray(one.features["league"].ratings), atol=0.5)
+
+
+def test_league_state_is_identical_on_every_device(league_run, two_device_league):
+    """Promotion, pool draws, PFSP counts, Elo, PBT, evaluation lanes, the normaliser and the
+    exploiters decide on values reduced over the devices: every device holds the same
+    replicated state, and every env state (the exploiters' too) is split over the devices."""
+    two = two_device_league
+    assert two["leaves"] > 50 and two["differ"] == 0 and two["split"]
+    one = league_run[1][-1]
+    assert two["updates"] == np.asarray(one.update_step).tolist() == [CHUNKS, CHUNKS]
+    # The exploiters trained only in the league stage: the updates less the warm-up's one.
+    exploiter_updates = np.asarray(one.features["exploiters"].learners.update_step)
+    assert two["exploiter_updates"] == exploiter_updates.tolist()
+    assert (exploiter_updates == CHUNKS - 1).all()

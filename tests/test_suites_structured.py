@@ -4,6 +4,7 @@ exact flat rows, masks against the suite's own, turns, outcomes, termination vs 
 from __future__ import annotations
 
 import functools
+import importlib.util
 from typing import NamedTuple
 
 import jax
@@ -14,11 +15,12 @@ import pytest
 from jaxrl import envs
 from jaxrl.envs import protocols
 
-jumanji = pytest.importorskip("jumanji", reason="the jumanji extra is not installed")
-pgx = pytest.importorskip("pgx", reason="the pgx extra is not installed")
-jaxmarl = pytest.importorskip("jaxmarl", reason="the jaxmarl extra is not installed")
-
-from jaxrl.envs.suites import jumanji as jumanji_adapter  # noqa: E402 - after the skips
+# Looked up, not imported: the suites import in seconds (jaxmarl brings brax and MuJoCo), and
+# both test workers collect this file while only one runs it.
+_MISSING = [n for n in ("jumanji", "pgx", "jaxmarl") if importlib.util.find_spec(n) is None]
+pytestmark = pytest.mark.skipif(
+    bool(_MISSING), reason=f"extras not installed: {', '.join(_MISSING)}"
+)
 
 KEY = jax.random.key(3)
 
@@ -105,6 +107,8 @@ class _Obs(NamedTuple):
 
 
 def test_jumanji_joint_actions_and_masks():
+    from jaxrl.envs.suites import jumanji as jumanji_adapter  # noqa: PLC0415 - see _MISSING
+
     layout = jumanji_adapter.Layout(
         paths=(("board",),),
         leaves=None,

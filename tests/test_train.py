@@ -243,14 +243,10 @@ def _final_state(tiny_config, run_dir: Path):
         checkpointer.close()
 
 
-def _resume_cli(run_dir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jaxrl.train", "--resume", str(run_dir), "--quiet"],
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+def _resume(run_dir: Path) -> int:
+    """``jaxrl train --resume RUN_DIR``, in this process (the run it resumes is gone: its
+    checkpoints are all it left)."""
+    return train_main(["--resume", str(run_dir), "--quiet"])
 
 
 def _assert_same_as_uninterrupted(tiny_config, run_dir: Path, reference) -> None:
@@ -269,8 +265,7 @@ def test_resume_after_sigkill_is_bit_exact(tiny_config, tmp_path, two_runs):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert _saved_steps(run_dir) == [8]
-    resumed = _resume_cli(run_dir)
-    assert resumed.returncode == 0, resumed.stderr
+    assert _resume(run_dir) == 0
     _assert_same_as_uninterrupted(tiny_config, run_dir, two_runs[0].runner)
 
 
@@ -295,9 +290,9 @@ def test_first_signal_saves_the_chunk_in_flight(tiny_config, tmp_path, two_runs,
     assert last == f"SIGINT: saved update 16; resume with --resume {run_dir}"
     assert _saved_steps(run_dir) == [16]
 
-    resumed = _resume_cli(run_dir)
-    assert resumed.returncode == 0, resumed.stderr
+    assert _resume(run_dir) == 0
     _assert_same_as_uninterrupted(tiny_config, run_dir, two_runs[0].runner)
+    capsys.readouterr()  # the resumed run's done line
 
     # A finished run: one line, exit 0, and the train step is never compiled.
     from jaxrl.run import chunk_source  # noqa: PLC0415
