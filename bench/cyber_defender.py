@@ -604,21 +604,21 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "error: give --run-dir, or --b-line-run with --meander-run (not both)", file=sys.stderr
         )
-        return 1
+        return 2
     ensemble = args.run_dir is not None and "," in args.run_dir
     if args.step is not None and (args.run_dir is None or ensemble):
         print(
             "error: --step needs one --run-dir (combined runs play their latest)", file=sys.stderr
         )
-        return 1
+        return 2
     try:
         opening = parse_opening(args.opening) if args.opening is not None else ()
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return 2
     if args.json and not args.json.parent.is_dir():  # refuse before the evaluation, not after
         print(f"error: --json {args.json}: no directory {args.json.parent}", file=sys.stderr)
-        return 1
+        return 2
     play = {"episodes": args.episodes, "seed": args.seed, "deterministic": not args.stochastic,
             "opening": opening}  # fmt: skip
     try:
@@ -630,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
             results = [evaluate_pair(*pair, **play)]
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return 2
     print("\n\n".join(report(s) for s in results))
     if args.json:
         payload = [s.to_json() for s in results]

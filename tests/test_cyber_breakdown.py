@@ -79,10 +79,10 @@ def test_bad_input_is_one_line(cage_run, tmp_path, capsys):
         (["--json", str(tmp_path / "no" / "x.json")], "no directory"),
     ]
     for extra, message in cases:
-        assert cb.main(["--run-dir", str(cage_run), *extra]) == 1
+        assert cb.main(["--run-dir", str(cage_run), *extra]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
-    assert cb.main(["--run-dir", str(tmp_path / "nowhere")]) == 1
+    assert cb.main(["--run-dir", str(tmp_path / "nowhere")]) == 2
     assert "is not a run directory" in capsys.readouterr().err
 
 
@@ -100,7 +100,7 @@ def test_a_scripted_opening_shows_in_the_breakdown(cage_run, capsys):
             "--opening", f"{restore},{restore}"]  # fmt: skip
     assert cb.main(argv) == 0
     assert f"opening {restore},{restore}" in capsys.readouterr().out
-    assert cb.main([*argv[:-1], "146"]) == 1
+    assert cb.main([*argv[:-1], "146"]) == 2
     assert "--opening needs actions in [0, 145)" in capsys.readouterr().err
 
 
@@ -121,7 +121,7 @@ def test_a_reduced_action_set_run_breaks_down_in_cyborg_actions(tmp_path_factory
     assert scripted.kinds["decoy"] >= 2
     argv = ["--run-dir", str(run_dir), "--length", str(LENGTH), "--episodes", str(EPISODES),
             "--opening", "36"]  # fmt: skip
-    assert cb.main(argv) == 1
+    assert cb.main(argv) == 2
     assert "--opening needs actions in [0, 36)" in capsys.readouterr().err
 
 
@@ -153,7 +153,7 @@ def test_trace_records_every_step_as_the_peer_does(cage_run, tmp_path, capsys):
     # Against itself the trace shows no divergence.
     steps, totals = cyber_trace.compare(trace, trace)
     assert all(d.z == 0 for d in steps + totals)
-    assert cb.main([*argv[:-1], str(tmp_path / "no" / "t.npz")]) == 1
+    assert cb.main([*argv[:-1], str(tmp_path / "no" / "t.npz")]) == 2
     assert "no directory" in capsys.readouterr().err
 
 
@@ -188,7 +188,7 @@ def test_the_foothold_restore_probe_restores_b_lines_user_host(cage_run, tmp_pat
             "--restore-foothold", str(step)]  # fmt: skip
     assert cb.main(argv) == 0
     assert f"oracle Restore of B_line's user host at step {step}" in capsys.readouterr().out
-    assert cb.main([*argv[:-1], str(LENGTH)]) == 1
+    assert cb.main([*argv[:-1], str(LENGTH)]) == 2
     assert f"--restore-foothold needs a step in [0, {LENGTH})" in capsys.readouterr().err
-    assert cb.main([*argv, "--red", "Meander"]) == 1
+    assert cb.main([*argv, "--red", "Meander"]) == 2
     assert "--restore-foothold probes B_line's user host, not Meander's" in capsys.readouterr().err

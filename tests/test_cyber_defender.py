@@ -126,7 +126,7 @@ def test_bad_input_is_one_line(cage_run, tmp_path, capsys):
         (["--run-dir", str(cage_run), "--json", str(tmp_path / "no" / "x.json")], "no directory"),
     ]
     for argv, message in cases:
-        assert cd.main(argv) == 1
+        assert cd.main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
 
@@ -208,7 +208,7 @@ def test_pair_bad_input_is_one_line(cage_run, tmp_path, capsys):
         ),  # fmt: skip
     ]
     for argv, message in cases:
-        assert cd.main(argv) == 1
+        assert cd.main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
 
@@ -261,7 +261,7 @@ def test_ensemble_cli_and_bad_input(cage_run, tmp_path, capsys):
         (["--b-line-run", runs, "--meander-run", f"{cage_run},{cartpole}"], "not CAGE2"),
     ]
     for argv, message in cases:
-        assert cd.main(argv) == 1
+        assert cd.main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error:") and message in err, err
 
@@ -358,6 +358,6 @@ def test_opening_cli_and_bad_input(cage_run, tmp_path, capsys):
     assert "opening 51,116;" in capsys.readouterr().out
     assert json.loads(path.read_text())["opening"] == [51, 116]
     for text, message in (("51,x", "action indices like 51,116"), ("145", "[0, 145)")):
-        assert cd.main(["--run-dir", str(cage_run), "--opening", text]) == 1
+        assert cd.main(["--run-dir", str(cage_run), "--opening", text]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error:") and message in err, err

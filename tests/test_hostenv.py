@@ -35,7 +35,7 @@ from jaxrl.config import (  # noqa: E402
 )
 from jaxrl.hostenv.networks import NatureEncoder, PatchConv  # noqa: E402
 from jaxrl.hostenv.spaces import read_spaces  # noqa: E402
-from jaxrl.run.driver import train  # noqa: E402
+from jaxrl.run.driver import train, train_in_memory  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # 2 envs x 16 steps = 32 env steps per update; 4 updates.
@@ -137,6 +137,49 @@ def test_unsupported_space_is_refused_in_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1
     assert "observation space Discrete(16)" in err and "Box observations only" in err
     assert not (tmp_path / "run").exists()
+
+
+NAN_AFTER = 32  # steps of an env instance: its rewards turn NaN in update 3 (16 steps each)
+
+
+class _NaNRewards(gymnasium.Wrapper):
+    """Rewards become NaN after ``NAN_AFTER`` steps of this instance (across episodes)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.steps += 1
+        reward = float("nan") if self.steps > NAN_AFTER else reward
+        return obs, reward, terminated, truncated, info
+
+
+if "NaNCartPole-v0" not in gymnasium.registry:
+    gymnasium.register(
+        "NaNCartPole-v0", entry_point=lambda **kw: _NaNRewards(gymnasium.make("CartPole-v1", **kw))
+    )
+
+
+def test_a_nan_streak_stops_the_host_run_at_its_last_good_checkpoint(tmp_path, capsys):
+    """The host learner skips and counts non-finite updates as the compiled step does, and
+    the one driver stops the run on the streak with one line, keeping the last good save."""
+    run_dir = tmp_path / "nan"
+    argv = ["--config", str(REPO / "configs/cartpole_gymnasium.yaml"), *TINY]
+    argv += ["env.name=NaNCartPole-v0", "train.max_nonfinite_updates=2"]
+    assert main([*argv, "--run-dir", str(run_dir), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "training stopped: 2 non-finite updates in a row at update 4" in err
+    assert "last good checkpoint: step 2" in err
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["2"]
+    # With room for the streak the run goes on: updates 3 and 4 skipped, params finite.
+    more_room = tiny("env.name=NaNCartPole-v0", "train.max_nonfinite_updates=10")
+    result = train_in_memory(more_room, quiet=True)
+    assert [row["train/nonfinite_updates"] for row in result.history] == [0.0, 0.0, 1.0, 1.0]
+    assert int(result.runner.nonfinite_total) == 2 and int(result.runner.update_step) == 4
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(result.runner.params))
 
 
 def test_read_spaces():

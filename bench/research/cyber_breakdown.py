@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     for flag, path in (("--json", args.json), ("--trace", args.trace)):
         if path and not path.parent.is_dir():
             print(f"error: {flag} {path}: no directory {path.parent}", file=sys.stderr)
-            return 1
+            return 2
     try:
         opening = parse_opening(args.opening) if args.opening is not None else ()
         result = breakdown(
@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
     except (CheckpointError, ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
+        return 2
     print(report(result))
     if args.json:
         args.json.write_text(json.dumps(result.to_json(), indent=1))
