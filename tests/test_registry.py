@@ -114,7 +114,9 @@ def _run(args: list[str], pythonpath: list[Path], cwd: Path) -> subprocess.Compl
     ("name", "where"),
     [("Corridor-v0", "plugin"), ("corridor:Corridor", "import path")],
 )
-def test_train_and_evaluate_find_the_env_in_fresh_processes(tmp_path, name, where):
+def test_train_and_evaluate_find_the_env_in_fresh_processes(
+    tmp_path, name, where, monkeypatch, capsys
+):
     """``jaxrl train``, then ``python -m jaxrl.evaluate --run-dir`` and ``jaxrl render`` (each
     a fresh process) find the env by entry point or import path; the saved config records
     where it came from. The commands of docs/guide/own-env.md, with tiny step counts. The
@@ -146,11 +148,14 @@ def test_train_and_evaluate_find_the_env_in_fresh_processes(tmp_path, name, wher
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["mean_length"] == 5.0 and result["mean_return"] == pytest.approx(OPTIMAL_RETURN)
-    if where == "plugin":  # an env param out of the env's declared range (one case is enough)
-        bad = _run([*evaluate, "--env-param", "length=1"], path, tmp_path)
-        assert bad.returncode == 2
+    if where == "plugin":  # an env param out of the env's declared range, in this process
+        from jaxrl.commands.evaluate import main as evaluate_main  # noqa: PLC0415
+
+        monkeypatch.syspath_prepend(str(path[0]))
+        assert evaluate_main([*evaluate[2:], "--env-param", "length=1"]) == 2
         message = "error: --env-param length=1 is out of range: allowed [2, 100]"
-        assert bad.stderr.strip() == message
+        assert capsys.readouterr().err.strip() == message
+        monkeypatch.delitem(sys.modules, "corridor", raising=False)
     else:  # the renderer the env declares (one clip is enough)
         gif = tmp_path / "corridor.gif"
         render = [
