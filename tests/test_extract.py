@@ -28,7 +28,8 @@ from tests.test_league_population import train_league
 @pytest.fixture(scope="module")
 def population_run(tmp_path_factory):
     """``(run_dir, setup, runners)``: a two-member league run with checkpoints 1, 2, 3."""
-    setup, runners, _, _ = train_league()
+    league = train_league()
+    setup, runners = league.setup, league.runners
     run_dir = tmp_path_factory.mktemp("population")
     save_config(setup.config, run_dir / "config.yaml")
     checkpointer = Checkpointer(run_dir, keep=5)

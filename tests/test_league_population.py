@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import chex
 import jax
@@ -27,10 +28,11 @@ import pytest
 from jaxrl.config import ConfigError, config_from_dict
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.elo import expected_score
+from jaxrl.core.types import RunnerState
 from jaxrl.league.pool import empty_roster, league_probs, member_probs
 from jaxrl.league.population import LeagueState, inherit_rows, pair_table, rate_members
 from jaxrl.league.rating import RULE_ELO
-from jaxrl.run.setup import make_setup
+from jaxrl.run.setup import Setup, make_setup
 from jaxrl.run.train_step import init_run, train_population_chunk
 from tests.arch_reference import config_dict
 from tests.conftest import run_on_cpu_devices
@@ -49,10 +51,17 @@ def league_config(devices: int = 1) -> dict:
     return config
 
 
-def train_league(devices: int = 1):
-    """``(setup, runners, metrics, last)``: the runner after each chunk (host copies), each
-    chunk's metrics, the chunk compiled once; ``last`` is the final runner as the step left
-    it (on a mesh, its arrays sharded over the devices)."""
+class LeagueRun(NamedTuple):
+    """The league trained ``CHUNKS`` chunks, the chunk compiled once."""
+
+    setup: Setup
+    runners: list  # the runner after each chunk (host copies)
+    metrics: list  # each chunk's metrics (host copies)
+    last: RunnerState  # the final runner as the step left it (on a mesh: sharded)
+
+
+def train_league(devices: int = 1) -> LeagueRun:
+    """The league of :func:`league_config` on ``devices`` devices (:class:`LeagueRun`)."""
     setup = make_setup(config_from_dict(league_config(devices)))
     runner = init_run(setup)
     chunk = lambda r: train_population_chunk(setup, r)  # noqa: E731
@@ -67,12 +76,12 @@ def train_league(devices: int = 1):
         runner, chunk_metrics = step(runner)
         runners.append(jax.device_get(runner))
         metrics.append(jax.device_get(chunk_metrics))
-    return setup, runners, metrics, runner
+    return LeagueRun(setup=setup, runners=runners, metrics=metrics, last=runner)
 
 
 @pytest.fixture(scope="module")
 def league_run():
-    return train_league()[:3]
+    return train_league()
 
 
 # ----------------------------------------------------------------------------- by hand
@@ -186,7 +195,7 @@ def test_cross_member_without_a_population_exits_2_with_one_line():
 
 
 def test_members_play_each_other_and_every_pair_is_counted(league_run):
-    setup, runners, metrics = league_run
+    setup, runners, metrics = league_run.setup, league_run.runners, league_run.metrics
     names = [feature.name for feature in setup.population_features]
     assert names == ["pbt", "league"]  # the league sees PBT's copies
     table = runners[-1].features["league"]
@@ -203,7 +212,7 @@ def test_members_play_each_other_and_every_pair_is_counted(league_run):
 
 
 def test_ratings_are_logged_per_member_and_reach_the_rosters(league_run):
-    _, runners, metrics = league_run
+    runners, metrics = league_run.runners, league_run.metrics
     for runner, chunk in zip(runners, metrics, strict=True):
         ratings = np.asarray(runner.features["league"].ratings)
         np.testing.assert_array_equal(chunk["league/member_rating"], ratings)
@@ -220,7 +229,7 @@ def test_ratings_are_logged_per_member_and_reach_the_rosters(league_run):
 
 
 def test_selection_copies_the_parents_league_state_bit_for_bit(league_run):
-    _, runners, metrics = league_run
+    runners, metrics = league_run.runners, league_run.metrics
     copies = 0
     for runner, chunk in zip(runners, metrics, strict=True):
         for child in np.flatnonzero(chunk["league/copied"] > 0):
@@ -258,7 +267,8 @@ def two_device_run() -> None:
     Replicated state is computed on every device (shard_map returns device 0's copy without
     checking), so every device's copy is compared; the env states (the learner's and the
     exploiters') are split over the devices instead."""
-    _, runners, _, last = train_league(devices=2)
+    run = train_league(devices=2)
+    runners, last = run.runners, run.last
     assert jax.device_count() == 2
     table = runners[-1].features["league"]
     exploiters = last.features["exploiters"]
@@ -306,7 +316,7 @@ def two_device_league():
 def test_two_devices_play_and_rate_the_one_device_games(league_run, two_device_league):
     """The same games, ratings and copies on 2 devices as on one."""
     two = two_device_league
-    one = league_run[1][-1]
+    one = league_run.runners[-1]
     np.testing.assert_array_equal(two["games"], np.asarray(one.features["league"].games))
     np.testing.assert_array_equal(two["parent"], np.asarray(one.features["pbt"].parent))
     np.testing.assert_allclose(two["ratings"], np.asarray(one.features["league"].ratings), atol=0.5)
@@ -318,7 +328,7 @@ def test_league_state_is_identical_on_every_device(league_run, two_device_league
     replicated state, and every env state (the exploiters' too) is split over the devices."""
     two = two_device_league
     assert two["leaves"] > 50 and two["differ"] == 0 and two["split"]
-    one = league_run[1][-1]
+    one = league_run.runners[-1]
     assert two["updates"] == np.asarray(one.update_step).tolist() == [CHUNKS, CHUNKS]
     # The exploiters trained only in the league stage: the updates less the warm-up's one.
     exploiter_updates = np.asarray(one.features["exploiters"].learners.update_step)

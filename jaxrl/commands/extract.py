@@ -45,8 +45,9 @@ from jaxrl.config.loader import config_from_dict, save_config, set_path
 from jaxrl.core.hyper import Hyper, get_value
 from jaxrl.features.pbt import PBT, Smoothed, member_scores, ranking
 from jaxrl.league.population import LEAGUE
-from jaxrl.run.checkpoint import MEMBER_FILE, Checkpointer, CheckpointError, error_line
+from jaxrl.run.checkpoint import Checkpointer, CheckpointError, error_line
 from jaxrl.run.play import HostRunError, members_policy_like, refuse_host
+from jaxrl.run.run_dir import MEMBER_FILE
 from jaxrl.run.setup import Setup, make_setup
 
 

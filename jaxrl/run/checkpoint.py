@@ -37,7 +37,6 @@ import orbax.checkpoint as ocp
 
 from jaxrl.core.acting import PolicyParams
 from jaxrl.core.types import RunnerState
-from jaxrl.run.run_dir import MEMBER_FILE, extracted_from  # noqa: F401 - where callers find them
 
 
 class CheckpointError(RuntimeError):
